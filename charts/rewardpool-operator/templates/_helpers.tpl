@@ -1,0 +1,53 @@
+{{- define "rewardpool.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}{{ .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else -}}{{ printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" }}{{- end -}}
+{{- end -}}
+
+{{- define "rewardpool.labels" -}}
+app.kubernetes.io/name: rewardpool-operator
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "rewardpool.selectorLabels" -}}
+app.kubernetes.io/name: rewardpool-operator
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "rewardpool.serviceAccountName" -}}
+{{- default (include "rewardpool.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{/* What the operator does in a namespace: pools (read, status), pods, services, attachments, events. */}}
+{{- define "rewardpool.namespacedRules" -}}
+- apiGroups: [rewardpool.io]
+  resources: [rewardpools]
+  verbs: [get, list, watch]
+- apiGroups: [rewardpool.io]
+  resources: [rewardpools/status]
+  verbs: [get, patch, update]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch, create, delete]
+- apiGroups: [""]
+  resources: [services]
+  verbs: [get, list, watch, create, patch]
+- apiGroups: [k8s.cni.cncf.io]
+  resources: [network-attachment-definitions]
+  verbs: [get, list, watch, create, patch]
+- apiGroups: ["", events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+{{- end -}}
+
+{{/* Cluster-scoped reads: node capacity (does a worker fit?) and CRD discovery (kopf). */}}
+{{- define "rewardpool.clusterRules" -}}
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [get, list, watch]
+- apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions]
+  verbs: [get, list, watch]
+{{- end -}}

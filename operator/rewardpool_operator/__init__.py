@@ -1,0 +1,1 @@
+"""RewardPool operator: CRD handlers (kopf), pure desired-state builders, sizing and placement checks."""

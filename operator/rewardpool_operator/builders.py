@@ -1,0 +1,209 @@
+"""Desired-state builders: pure functions from a pool (and its sizing) to the objects the operator owns.
+`rewardpool render` prints exactly these; the reconciler applies exactly these."""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+
+from rewardpool_worker.config import (ANNOTATIONS_FILE, ENV_VAR, HTTP_PORT, RayConfig, ScorerConfig,
+                                      StoreConfig, WorkerConfig)
+
+from .quantity import format_bytes
+from .sizing import SizingResult
+from .spec import COMPONENT_LABEL, HASH_LABEL, MANAGED_BY, POOL_LABEL, Pool
+
+NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
+NETWORK_STATUS_ANNOTATION = "k8s.v1.cni.cncf.io/network-status"
+ROCE_INTERFACE = "net1"
+WORKER_CONTAINER = "worker"
+DRAIN_GRACE_SECONDS = 300
+NAD_API_VERSION = "k8s.cni.cncf.io/v1"
+
+
+def _labels(pool: Pool, component: str) -> dict[str, str]:
+    return {**pool.selector, "app.kubernetes.io/name": "rewardpool-worker", "app.kubernetes.io/instance": pool.name,
+            COMPONENT_LABEL: component, **MANAGED_BY}
+
+
+def _meta(pool: Pool, name: str, component: str) -> dict:
+    return {"name": name, "namespace": pool.namespace, "labels": _labels(pool, component),
+            "ownerReferences": [pool.owner_reference()]}
+
+
+# ---- network -------------------------------------------------------------------------------------------------
+def nad_name(pool: Pool) -> str:
+    return f"{pool.name}-roce"
+
+
+def attachment_ref(pool: Pool) -> tuple[str, str] | None:
+    """(namespace, name) of the NetworkAttachmentDefinition the workers use, or None for the pod network only."""
+    net = pool.spec.network
+    if net.ipvlan is not None:
+        return pool.namespace, nad_name(pool)
+    if net.attachment:
+        ns, _, name = net.attachment.rpartition("/")
+        return ns or pool.namespace, name
+    return None
+
+
+def ipvlan_cni_config(pool: Pool) -> dict:
+    ipv = pool.spec.network.ipvlan
+    assert ipv is not None
+    cfg = {"cniVersion": "0.3.1", "name": nad_name(pool), "type": "ipvlan", "master": ipv.master,
+           "mode": ipv.mode, "ipam": ipv.ipam}
+    if ipv.mtu is not None:
+        cfg["mtu"] = ipv.mtu
+    return cfg
+
+
+def network_attachment(pool: Pool) -> dict | None:
+    """The ipvlan attachment on the node's RoCE bond, when the pool asks the operator to manage one."""
+    if pool.spec.network.ipvlan is None:
+        return None
+    return {"apiVersion": NAD_API_VERSION, "kind": "NetworkAttachmentDefinition",
+            "metadata": _meta(pool, nad_name(pool), "network"),
+            "spec": {"config": json.dumps(ipvlan_cni_config(pool), sort_keys=True)}}
+
+
+# ---- service -------------------------------------------------------------------------------------------------
+def service_name(pool: Pool) -> str:
+    return f"{pool.name}-workers"
+
+
+def headless_service(pool: Pool) -> dict:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(pool, service_name(pool), "workers"),
+            "spec": {"clusterIP": "None", "selector": {**pool.selector, COMPONENT_LABEL: "worker"},
+                     "publishNotReadyAddresses": True,
+                     "ports": [{"name": "http", "port": HTTP_PORT, "targetPort": "http"}]}}
+
+
+# ---- worker ----------------------------------------------------------------------------------------------------
+def worker_config(pool: Pool, sizing: SizingResult) -> WorkerConfig:
+    s, sc = pool.spec.store, pool.spec.scorer
+    ref = attachment_ref(pool)
+    return WorkerConfig(
+        pool=pool.name, namespace=pool.namespace,
+        store=StoreConfig(master=s.master, metadata_server=s.metadataServer, protocol=s.protocol,
+                          devices=list(s.devices), segment_bytes=sizing.per_worker_bytes,
+                          local_buffer_bytes=sizing.local_buffer_bytes),
+        scorer=ScorerConfig(name=sc.name, cls=sc.cls, num_frames=sc.numFrames, batch_size=sc.batchSize,
+                            model_path=sc.modelPath),
+        ray=RayConfig(address=pool.spec.ray.address, namespace=pool.spec.ray.namespace),
+        read_buffer_bytes=sizing.read_buffer_bytes,
+        network_attachment=f"{ref[0]}/{ref[1]}" if ref else None,
+    )
+
+
+def _resources(pool: Pool, sizing: SizingResult) -> dict:
+    user = copy.deepcopy(pool.spec.resources)
+    requests, limits = dict(user.get("requests") or {}), dict(user.get("limits") or {})
+    memory = format_bytes(sizing.memory_bytes)
+    # Requests equal limits for memory: a pinned segment must not be overcommitted.
+    limits.setdefault("memory", memory)
+    requests["memory"] = limits["memory"]
+    requests.setdefault("cpu", "1")
+    rr = pool.spec.placement.rdmaResource
+    if pool.spec.store.protocol == "rdma" and rr.count > 0:
+        limits[rr.name] = str(rr.count)
+        requests[rr.name] = str(rr.count)
+    return {**user, "requests": requests, "limits": limits}
+
+
+def _env(pool: Pool, sizing: SizingResult) -> list[dict]:
+    field = lambda path: {"valueFrom": {"fieldRef": {"fieldPath": path}}}  # noqa: E731
+    return [{"name": ENV_VAR, "value": worker_config(pool, sizing).to_json()},
+            {"name": "POD_NAME", **field("metadata.name")},
+            {"name": "POD_NAMESPACE", **field("metadata.namespace")},
+            {"name": "POD_IP", **field("status.podIP")},
+            {"name": "NODE_NAME", **field("spec.nodeName")}]
+
+
+def _merge(base, override):
+    """podTemplate merge: dicts merge deeply; lists of named items (containers, volumes, env, ports) merge
+    by name; any other value in the template replaces the builder's."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        out = dict(base)
+        for k, v in override.items():
+            out[k] = _merge(base[k], v) if k in base else copy.deepcopy(v)
+        return out
+    if (isinstance(base, list) and isinstance(override, list) and base
+            and all(isinstance(i, dict) and "name" in i for i in base + override)):
+        by_name = {i["name"]: i for i in base}
+        out = [_merge(by_name[i["name"]], i) if i["name"] in by_name else copy.deepcopy(i) for i in override]
+        seen = {i["name"] for i in override}
+        return [i for i in base if i["name"] not in seen] + out
+    return copy.deepcopy(override)
+
+
+def pod_template(pool: Pool, sizing: SizingResult) -> dict:
+    """The worker pod without its name, with the template-hash label that tells stale pods apart."""
+    spec = pool.spec
+    annotations: dict[str, str] = {}
+    ref = attachment_ref(pool)
+    if ref is not None:
+        annotations[NETWORKS_ANNOTATION] = json.dumps(
+            [{"name": ref[1], "namespace": ref[0], "interface": ROCE_INTERFACE}])
+    container = {
+        "name": WORKER_CONTAINER, "image": spec.image,
+        "env": _env(pool, sizing),
+        "ports": [{"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"}],
+        "resources": _resources(pool, sizing),
+        "startupProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 5,
+                         "failureThreshold": 120},
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10,
+                          "failureThreshold": 3},
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 5,
+                           "failureThreshold": 2},
+        # IPC_LOCK lets the store pin its segment and registered buffers (memlock); nothing privileged.
+        "securityContext": {"privileged": False, "allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]}},
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
+                         {"name": "podinfo", "mountPath": ANNOTATIONS_FILE.rsplit("/", 1)[0], "readOnly": True}],
+    }
+    pod = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"generateName": f"{pool.name}-", "namespace": pool.namespace,
+                     "labels": {**_labels(pool, "worker"), **spec.podTemplate.metadata.get("labels", {})},
+                     "annotations": {**annotations, **spec.podTemplate.metadata.get("annotations", {})},
+                     "ownerReferences": [pool.owner_reference()]},
+        "spec": {
+            "nodeSelector": dict(spec.placement.rdmaNodeSelector),
+            "tolerations": list(spec.placement.tolerations),
+            "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                           "whenUnsatisfiable": "ScheduleAnyway",
+                                           "labelSelector": {"matchLabels": pool.selector}}],
+            "subdomain": service_name(pool),
+            "enableServiceLinks": False,
+            "automountServiceAccountToken": False,
+            "hostNetwork": False,
+            "restartPolicy": "Always",
+            "terminationGracePeriodSeconds": DRAIN_GRACE_SECONDS,
+            "containers": [container],
+            "volumes": [
+                {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": format_bytes(sizing.shm_bytes)}},
+                {"name": "podinfo", "downwardAPI": {"items": [
+                    {"path": ANNOTATIONS_FILE.rsplit("/", 1)[1], "fieldRef": {"fieldPath": "metadata.annotations"}},
+                    {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}},
+            ],
+        },
+    }
+    pod["spec"] = _merge(pod["spec"], spec.podTemplate.spec)
+    digest = hashlib.sha256(json.dumps(pod, sort_keys=True).encode()).hexdigest()[:10]
+    pod["metadata"]["labels"][HASH_LABEL] = digest
+    return pod
+
+
+def template_hash(pod: dict) -> str:
+    return pod["metadata"]["labels"][HASH_LABEL]
+
+
+def desired_objects(pool: Pool, sizing: SizingResult) -> list[dict]:
+    """Everything the operator creates for a pool, workers named as the API server would name them."""
+    objs = [o for o in (network_attachment(pool), headless_service(pool)) if o is not None]
+    template = pod_template(pool, sizing)
+    for i in range(pool.spec.replicas):
+        pod = copy.deepcopy(template)
+        pod["metadata"]["name"] = f"{pool.name}-<generated-{i}>"
+        objs.append(pod)
+    return objs

@@ -1,0 +1,107 @@
+"""`rewardpool` command: run the operator, render a pool's objects, print sizing."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import yaml
+
+from . import sizing, validate
+from .spec import KIND, Pool, PoolSpec
+
+
+def _load_pools(path: str) -> list[dict]:
+    text = sys.stdin.read() if path == "-" else open(path).read()
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    pools = [d for d in docs if d.get("kind") == KIND]
+    if not pools:
+        raise SystemExit(f"error: {path} holds no {KIND}")
+    return pools
+
+
+def cmd_operator(args) -> int:
+    import kopf
+
+    from . import handlers  # noqa: F401  (registers the handlers)
+
+    kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat.JSON if args.log_json else kopf.LogFormat.FULL)
+    kopf.run(standalone=True, clusterwide=not args.namespace, namespaces=args.namespace or (),
+             liveness_endpoint=args.liveness)
+    return 0
+
+
+def cmd_render(args) -> int:
+    from .builders import desired_objects
+
+    out = []
+    for obj in _load_pools(args.file):
+        obj.setdefault("metadata", {}).setdefault("namespace", args.namespace)
+        obj["metadata"].setdefault("uid", "<pool-uid>")
+        pool = Pool.from_object(obj)
+        size = sizing.compute(pool.spec)
+        for p in size.problems + validate.check(pool.spec):
+            print(f"# {pool.name}: {p.reason}: {p.message}", file=sys.stderr)
+        out.extend(desired_objects(pool, size))
+    yaml.safe_dump_all(out, sys.stdout, sort_keys=False)
+    return 0
+
+
+def cmd_size(args) -> int:
+    if args.file:
+        spec = Pool.from_object(_load_pools(args.file)[0]).spec
+    else:
+        spec = PoolSpec.model_validate({
+            "image": "-", "replicas": args.replicas, "scorer": {"name": args.scorer, "batchSize": args.batch_size},
+            "store": {"master": "-:0", "segmentSize": args.segment_size, "protocol": args.protocol},
+            "sizing": {"samplesPerRollout": args.samples_per_rollout, "outputBytesPerSample": args.output_bytes,
+                       "latentBytesPerSample": args.latent_bytes, "latentRollouts": args.latent_rollouts,
+                       "highWatermark": args.high_watermark}})
+    json.dump(sizing.compute(spec).as_dict(), sys.stdout, indent=2)
+    print()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="rewardpool", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    op = sub.add_parser("operator", help="run the operator (kopf)")
+    op.add_argument("--namespace", "-n", action="append", help="watch only these namespaces (repeatable)")
+    op.add_argument("--liveness", default="http://0.0.0.0:8080/healthz", help="kopf health endpoint")
+    op.add_argument("--log-json", action="store_true", help="structured JSON logs")
+    op.add_argument("--verbose", action="store_true")
+    op.set_defaults(func=cmd_operator)
+
+    rd = sub.add_parser("render", help="print every object the operator would create for a pool")
+    rd.add_argument("-f", "--file", required=True, help="RewardPool YAML ('-' for stdin)")
+    rd.add_argument("--namespace", default="default")
+    rd.set_defaults(func=cmd_render)
+
+    sz = sub.add_parser("size", help="print the segment and memory sizing as JSON")
+    sz.add_argument("-f", "--file", help="take the figures from a RewardPool YAML")
+    sz.add_argument("--samples-per-rollout", type=int, default=64)
+    sz.add_argument("--output-bytes", default="269M")
+    sz.add_argument("--latent-bytes", default="0")
+    sz.add_argument("--latent-rollouts", type=int, default=2)
+    sz.add_argument("--high-watermark", type=float, default=0.9)
+    sz.add_argument("--replicas", type=int, default=1)
+    sz.add_argument("--segment-size", default="auto")
+    sz.add_argument("--batch-size", type=int, default=8)
+    sz.add_argument("--scorer", default="pickscore")
+    sz.add_argument("--protocol", default="rdma", choices=["rdma", "tcp"])
+    sz.set_defaults(func=cmd_size)
+
+    bench = sub.add_parser("bench", help="benchmarks")
+    bsub = bench.add_subparsers(dest="bench", required=True)
+    ready = bsub.add_parser("ready", help="apply-to-all-Ready latency of a pool on the local control plane")
+    ready.add_argument("--workers", type=int, default=16)
+    ready.add_argument("--runs", type=int, default=5)
+    ready.set_defaults(func=lambda a: __import__("rewardpool_operator.bench", fromlist=["x"]).bench_ready(a))
+
+    args = ap.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Per-pool reconcile loops: each pool gets one task that runs `reconcile` whenever something about it
+changes (the pool, its pods, its attachment) and at least every RESYNC seconds. One task per pool means
+reconciles of a pool never overlap; a burst of events coalesces into one run."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+
+from .kube import Kube
+from .reconcile import reconcile
+
+log = logging.getLogger("rewardpool.operator")
+RESYNC_SECONDS = 60.0
+
+
+class Controller:
+    def __init__(self, kube: Kube, resync: float = RESYNC_SECONDS):
+        self.kube = kube
+        self.resync = resync
+        self.bodies: dict[tuple[str, str], dict] = {}
+        self.wake: dict[tuple[str, str], asyncio.Event] = {}
+        self.tasks: dict[tuple[str, str], asyncio.Task] = {}
+        self.reconciles = 0
+
+    def pool_event(self, event_type: str | None, body: dict) -> None:
+        key = (body["metadata"]["namespace"], body["metadata"]["name"])
+        if event_type == "DELETED" or body["metadata"].get("deletionTimestamp"):
+            # Owned objects go with the pool through owner references (garbage collection).
+            self.bodies.pop(key, None)
+            task = self.tasks.pop(key, None)
+            if task:
+                task.cancel()
+            self.wake.pop(key, None)
+            return
+        self.bodies[key] = dict(body)
+        if key not in self.tasks:
+            self.wake[key] = asyncio.Event()
+            self.tasks[key] = asyncio.create_task(self._loop(key), name=f"reconcile {key[0]}/{key[1]}")
+        self.trigger(*key)
+
+    def trigger(self, namespace: str, name: str) -> None:
+        ev = self.wake.get((namespace, name))
+        if ev is not None:
+            ev.set()
+
+    async def _loop(self, key: tuple[str, str]) -> None:
+        ev = self.wake[key]
+        backoff = 1.0
+        while key in self.bodies:
+            try:
+                await asyncio.wait_for(ev.wait(), timeout=self.resync * random.uniform(0.9, 1.1))
+            except asyncio.TimeoutError:
+                pass
+            ev.clear()
+            body = self.bodies.get(key)
+            if body is None:
+                return
+            try:
+                await reconcile(self.kube, body)
+                self.reconciles += 1
+                backoff = 1.0
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # never let one pool's failure stop the operator
+                log.exception("reconcile of %s/%s failed (retry in %.0fs): %s", *key, backoff, e)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 60)
+                ev.set()
+
+    async def stop(self) -> None:
+        for task in self.tasks.values():
+            task.cancel()
+        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+        self.tasks.clear()

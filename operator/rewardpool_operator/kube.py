@@ -1,0 +1,139 @@
+"""The few Kubernetes API calls the reconciler makes, as plain dicts (kubernetes_asyncio underneath)."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from datetime import datetime, timezone
+
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from .spec import GROUP, PLURAL, VERSION
+
+log = logging.getLogger("rewardpool.operator")
+NAD = ("k8s.cni.cncf.io", "v1", "network-attachment-definitions")
+
+
+async def _json(coro) -> dict:
+    resp = await coro
+    return json.loads(await resp.read())
+
+
+class Kube:
+    def __init__(self, api: client.ApiClient):
+        self.api = api
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self.writes = 0  # counted for the "no writes when nothing changes" benchmark
+
+    @classmethod
+    async def connect(cls) -> "Kube":
+        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config()
+        else:
+            await config.load_kube_config()
+        return cls(client.ApiClient())
+
+    async def close(self) -> None:
+        await self.api.close()
+
+    # pods
+    async def list_pods(self, namespace: str, selector: str) -> list[dict]:
+        return (await _json(self.core.list_namespaced_pod(namespace, label_selector=selector,
+                                                          _preload_content=False)))["items"]
+
+    async def create_pod(self, namespace: str, pod: dict) -> dict:
+        self.writes += 1
+        return await _json(self.core.create_namespaced_pod(namespace, pod, _preload_content=False))
+
+    async def delete_pod(self, namespace: str, name: str) -> None:
+        self.writes += 1
+        try:
+            await self.core.delete_namespaced_pod(name, namespace, _preload_content=False)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
+    # nodes
+    async def list_nodes(self, selector: str) -> list[dict]:
+        return (await _json(self.core.list_node(label_selector=selector, _preload_content=False)))["items"]
+
+    # services
+    async def ensure_service(self, svc: dict) -> str:
+        ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
+        try:
+            current = await _json(self.core.read_namespaced_service(name, ns, _preload_content=False))
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            self.writes += 1
+            await self.core.create_namespaced_service(ns, svc, _preload_content=False)
+            return "created"
+        want = {k: v for k, v in svc["spec"].items()}
+        have = {k: current["spec"].get(k) for k in want}
+        if have != want:
+            self.writes += 1
+            await self.core.patch_namespaced_service(name, ns, {"spec": want}, _preload_content=False)
+            return "updated"
+        return "unchanged"
+
+    # network attachments
+    async def get_nad(self, namespace: str, name: str) -> dict | None:
+        """The attachment, or None if it does not exist. Raises NadCrdMissing when the CRD is absent."""
+        try:
+            return await _json(self.custom.get_namespaced_custom_object(*NAD[:2], namespace, NAD[2], name,
+                                                                        _preload_content=False))
+        except ApiException as e:
+            if e.status == 404:
+                if await self._nad_crd_missing(namespace):
+                    raise NadCrdMissing() from None
+                return None
+            raise
+
+    async def _nad_crd_missing(self, namespace: str) -> bool:
+        try:  # a list answers 200 (maybe empty) when the CRD exists, 404 when it does not
+            await self.custom.list_namespaced_custom_object(*NAD[:2], namespace, NAD[2], limit=1,
+                                                            _preload_content=False)
+            return False
+        except ApiException as e:
+            return e.status == 404
+
+    async def ensure_nad(self, nad: dict) -> str:
+        ns, name = nad["metadata"]["namespace"], nad["metadata"]["name"]
+        current = await self.get_nad(ns, name)
+        if current is None:
+            self.writes += 1
+            await self.custom.create_namespaced_custom_object(*NAD[:2], ns, NAD[2], nad, _preload_content=False)
+            return "created"
+        if current.get("spec") != nad["spec"]:
+            self.writes += 1
+            await self.custom.patch_namespaced_custom_object(*NAD[:2], ns, NAD[2], name, {"spec": nad["spec"]},
+                                                             _preload_content=False)
+            return "updated"
+        return "unchanged"
+
+    # pools
+    async def patch_pool_status(self, namespace: str, name: str, status: dict) -> None:
+        self.writes += 1
+        await self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, name,
+                                                                {"status": status}, _preload_content=False)
+
+    async def event(self, pool: dict, type_: str, reason: str, message: str) -> None:
+        """A core/v1 Event on the pool, as `kubectl describe rewardpool` shows them."""
+        meta = pool["metadata"]
+        ts = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {"metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+                "involvedObject": {"apiVersion": pool["apiVersion"], "kind": pool["kind"], "name": meta["name"],
+                                   "namespace": meta["namespace"], "uid": meta.get("uid")},
+                "type": type_, "reason": reason, "message": message[:1024], "source": {"component": "rewardpool-operator"},
+                "firstTimestamp": ts, "lastTimestamp": ts, "count": 1, "reportingComponent": "rewardpool-operator"}
+        self.writes += 1
+        try:
+            await self.core.create_namespaced_event(meta["namespace"], body, _preload_content=False)
+        except ApiException as e:  # an event is best effort; losing one must not stop a reconcile
+            log.warning("event not posted: %s %s (%s)", reason, message, e.status)
+
+
+class NadCrdMissing(Exception):
+    """The cluster has no k8s.cni.cncf.io/v1 NetworkAttachmentDefinition CRD (Multus is not installed)."""

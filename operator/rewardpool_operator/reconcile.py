@@ -1,0 +1,177 @@
+"""One level-based reconcile of one pool: read what exists, compare with the builders' desired state, make
+the smallest set of writes, report status. Safe to run any number of times; writes nothing when nothing
+changed. Pods are created by the operator itself so that it, not a ReplicaSet, chooses which pod goes."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from . import conditions as C
+from . import sizing as sizing_mod
+from . import validate
+from .builders import attachment_ref, headless_service, network_attachment, pod_template, template_hash
+from .kube import Kube, NadCrdMissing
+from .placement import nodes_that_fit
+from .quantity import format_bytes
+from .sizing import Problem
+from .spec import HASH_LABEL, Pool
+
+log = logging.getLogger("rewardpool.operator")
+
+
+@dataclass
+class Observed:
+    active: list[dict] = field(default_factory=list)  # pods not terminating
+    ready: int = 0
+
+
+def _is_ready(pod: dict) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def _terminating(pod: dict) -> bool:
+    return bool(pod["metadata"].get("deletionTimestamp"))
+
+
+def _removal_order(pods: list[dict], want_hash: str) -> list[dict]:
+    """Which pods to remove first: stale template, then not ready, then the newest."""
+    return sorted(pods, key=lambda p: (p["metadata"]["labels"].get(HASH_LABEL) == want_hash, _is_ready(p),
+                                       p["metadata"].get("creationTimestamp", "")), reverse=False)
+
+
+async def reconcile(kube: Kube, body: dict) -> dict:
+    """Reconcile one pool; returns the status it wrote (or would have written)."""
+    meta = body["metadata"]
+    ns, name, gen = meta["namespace"], meta["name"], meta.get("generation", 0)
+    old_status = body.get("status") or {}
+    events: list[tuple[str, str, str]] = []
+
+    try:
+        pool = Pool.from_object(body)
+        sizing = sizing_mod.compute(pool.spec)
+    except (ValidationError, ValueError, AssertionError) as e:  # should be caught at admission; never crash
+        msg = str(e).replace("\n", "; ")
+        conds = [C.cond("InvalidSpec", True, "SpecNotUnderstood", msg),
+                 C.cond("Ready", False, "InvalidSpec", "the spec cannot be used: " + msg)]
+        status = {"observedGeneration": gen,
+                  "conditions": C.merge(old_status.get("conditions"), conds, gen)}
+        await _write_status(kube, body, old_status, status, [("Warning", "InvalidSpec", msg)])
+        return status
+
+    problems: list[Problem] = list(sizing.problems) + validate.check(pool.spec)
+
+    # ---- network -------------------------------------------------------------------------------------------
+    ref = attachment_ref(pool)
+    net_ok, net_reason, net_msg = True, "PodNetworkOnly", "no RoCE attachment requested"
+    if ref is not None:
+        nad = network_attachment(pool)
+        try:
+            if nad is not None:
+                action = await kube.ensure_nad(nad)
+                if action != "unchanged":
+                    events.append(("Normal", f"NetworkAttachment{action.capitalize()}",
+                                   f"{action} ipvlan attachment {ref[0]}/{ref[1]} on {pool.spec.network.ipvlan.master}"))
+                net_reason, net_msg = "AttachmentReady", f"ipvlan on {pool.spec.network.ipvlan.master} ({ref[0]}/{ref[1]})"
+            elif await kube.get_nad(*ref) is None:
+                net_ok, net_reason = False, "AttachmentNotFound"
+                net_msg = f"NetworkAttachmentDefinition {ref[0]}/{ref[1]} named in network.attachment does not exist"
+            else:
+                net_reason, net_msg = "AttachmentReady", f"existing attachment {ref[0]}/{ref[1]}"
+        except NadCrdMissing:
+            net_ok, net_reason = False, "NetworkAttachmentCRDMissing"
+            net_msg = ("the cluster has no NetworkAttachmentDefinition CRD (k8s.cni.cncf.io/v1): install Multus; "
+                       "worker pods are not created until the RoCE network can be attached")
+
+    action = await kube.ensure_service(headless_service(pool))
+    if action == "created":
+        events.append(("Normal", "ServiceCreated", f"created headless service {name}-workers"))
+
+    # ---- placement -------------------------------------------------------------------------------------------
+    nodes = await kube.list_nodes(",".join(f"{k}={v}" for k, v in pool.spec.placement.rdmaNodeSelector.items()))
+    fit, why = nodes_that_fit(pool.spec, sizing.memory_bytes, nodes)
+    if not fit:
+        problems.append(Problem("WorkersDoNotFit", why, blocking=True))
+
+    blocking = [p for p in problems if p.blocking]
+    spec_blocking = [p for p in blocking if p.reason != "WorkersDoNotFit"]
+
+    # ---- pods --------------------------------------------------------------------------------------------------
+    pods = await kube.list_pods(ns, pool.selector_string)
+    active = [p for p in pods if not _terminating(p)]
+    template = pod_template(pool, sizing)
+    want_hash = template_hash(template)
+    replicas = pool.spec.replicas
+    if net_ok and not blocking:
+        surplus = len(active) - replicas
+        if surplus > 0:
+            for pod in _removal_order(active, want_hash)[:surplus]:
+                await kube.delete_pod(ns, pod["metadata"]["name"])
+                events.append(("Normal", "WorkerDeleted", f"deleted worker pod {pod['metadata']['name']} (scale in)"))
+                active.remove(pod)
+        for _ in range(replicas - len(active)):
+            created = await kube.create_pod(ns, template)
+            active.append(created)
+            events.append(("Normal", "WorkerCreated", f"created worker pod {created['metadata']['name']}"))
+        # Roll stale pods, keeping at most a quarter of the pool (at least one) unavailable at a time.
+        stale = [p for p in active if p["metadata"]["labels"].get(HASH_LABEL) != want_hash]
+        unavailable = sum(1 for p in active if not _is_ready(p)) + sum(1 for p in pods if _terminating(p))
+        budget = max(1, replicas // 4) - unavailable
+        for pod in _removal_order(stale, want_hash)[:max(budget, 0)]:
+            await kube.delete_pod(ns, pod["metadata"]["name"])
+            events.append(("Normal", "WorkerReplaced", f"deleted worker pod {pod['metadata']['name']}: spec changed"))
+            active.remove(pod)
+    stale_left = sum(1 for p in active if p["metadata"]["labels"].get(HASH_LABEL) != want_hash)
+    ready = sum(1 for p in active if _is_ready(p))
+
+    # ---- status ------------------------------------------------------------------------------------------------
+    degraded = [p for p in problems if p not in spec_blocking]
+    conds = [
+        C.cond("InvalidSpec", bool(spec_blocking), spec_blocking[0].reason if spec_blocking else "SpecValid",
+               "; ".join(p.message for p in spec_blocking) or "spec accepted"),
+        C.cond("NetworkReady", net_ok, net_reason, net_msg),
+        C.cond("Degraded", bool(degraded), degraded[0].reason if degraded else "AsExpected",
+               "; ".join(p.message for p in degraded) or "no problems found"),
+    ]
+    if not net_ok or blocking:
+        cause = (blocking[0].reason if blocking else net_reason)
+        conds.append(C.cond("Progressing", False, "Blocked", f"worker pods are not managed until {cause} is fixed"))
+    elif stale_left or len(active) != replicas or ready < replicas:
+        reason = "RollingUpdate" if stale_left else ("Scaling" if len(active) != replicas else "WaitingForReady")
+        conds.append(C.cond("Progressing", True, reason,
+                            f"{ready}/{replicas} ready, {stale_left} to replace, {len(active)} present"))
+    else:
+        conds.append(C.cond("Progressing", False, "Stable", f"{replicas} worker(s) up to date"))
+    all_ready = net_ok and not blocking and ready == replicas and not stale_left
+    conds.append(C.cond("Ready", all_ready,
+                        "AllWorkersReady" if all_ready else (conds[-1]["reason"] if not net_ok or blocking else "WorkersNotReady"),
+                        f"{ready}/{replicas} workers ready"))
+    status = {
+        "observedGeneration": gen, "replicas": len(active), "readyReplicas": ready,
+        "selector": pool.selector_string, "queueDepth": old_status.get("queueDepth", 0),
+        "segment": sizing.status(), "memoryPerWorker": format_bytes(sizing.memory_bytes),
+        "memoryFormula": sizing.memory_formula,
+        "networkAttachment": f"{ref[0]}/{ref[1]}" if ref else "",
+        "conditions": C.merge(old_status.get("conditions"), conds, gen),
+    }
+    # Warn once per new problem (when its condition first turns True), not on every resync.
+    before = {c["type"]: c for c in old_status.get("conditions") or []}
+    for c in status["conditions"]:
+        was = before.get(c["type"], {})
+        bad = (c["type"] in ("InvalidSpec", "Degraded") and c["status"] == "True") or \
+              (c["type"] == "NetworkReady" and c["status"] == "False")
+        if bad and (was.get("status") != c["status"] or was.get("reason") != c["reason"]):
+            events.append(("Warning", c["reason"], c["message"]))
+    await _write_status(kube, body, old_status, status, events)
+    return status
+
+
+async def _write_status(kube: Kube, body: dict, old: dict, new: dict, events) -> None:
+    meta = body["metadata"]
+    for type_, reason, message in events:
+        log.info("pool %s/%s: %s %s", meta["namespace"], meta["name"], reason, message)
+        await kube.event(body, type_, reason, message)
+    if any(old.get(k) != v for k, v in new.items()):
+        await kube.patch_pool_status(meta["namespace"], meta["name"], new)

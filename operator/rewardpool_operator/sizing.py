@@ -1,0 +1,117 @@
+"""Segment and memory sizing, pure. The rule comes from the origin change: segments hold one rollout's
+outputs plus `latentRollouts` rollouts of latents, and stay below the master's eviction high watermark."""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from .quantity import format_bytes, human, parse_bytes
+from .spec import PoolSpec
+
+MiB = 2**20
+GiB = 2**30
+# Fixed terms of a worker's memory: Ray's /dev/shm and the Python/torch/Ray process itself.
+SHM_BYTES = 1 * GiB
+OVERHEAD_BYTES = 2 * GiB
+DEFAULT_MODEL_BYTES = {"pickscore": 4 * GiB}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A semantic issue: becomes a condition and an event, never a crash."""
+    reason: str
+    message: str
+    blocking: bool = False  # True: no worker pods are created until it is fixed
+
+
+@dataclass(frozen=True)
+class SizingResult:
+    mode: str  # auto | fixed | none
+    per_worker_bytes: int
+    total_bytes: int
+    required_bytes: int
+    rule: str
+    local_buffer_bytes: int
+    read_buffer_bytes: int
+    model_bytes: int
+    shm_bytes: int
+    overhead_bytes: int
+    memory_bytes: int
+    memory_formula: str
+    min_replicas_for_registration: int
+    problems: list[Problem] = field(default_factory=list)
+
+    def status(self) -> dict:
+        return {"perWorker": format_bytes(self.per_worker_bytes), "perWorkerBytes": self.per_worker_bytes,
+                "total": format_bytes(self.total_bytes), "required": format_bytes(self.required_bytes),
+                "mode": self.mode, "rule": self.rule}
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["problems"] = [asdict(p) for p in self.problems]
+        return d
+
+
+def _round_mib(n: int) -> int:
+    return math.ceil(n / MiB) * MiB
+
+
+def compute(spec: PoolSpec, replicas: int | None = None) -> SizingResult:
+    replicas = spec.replicas if replicas is None else replicas
+    workers = max(replicas, 1)
+    problems: list[Problem] = []
+    sz = spec.sizing
+    required = 0
+    if sz is not None:
+        out, lat = parse_bytes(sz.outputBytesPerSample), parse_bytes(sz.latentBytesPerSample)
+        required = sz.samplesPerRollout * out + sz.latentRollouts * sz.samplesPerRollout * lat
+        needed = math.ceil(required / sz.highWatermark)
+        rule_terms = (f"({sz.samplesPerRollout} x {human(out)} outputs + {sz.latentRollouts} x "
+                      f"{sz.samplesPerRollout} x {human(lat)} latents) / highWatermark {sz.highWatermark}")
+    seg = spec.store.segmentSize
+    if seg == "auto":
+        assert sz is not None, "segmentSize auto needs spec.sizing (the CRD enforces this)"
+        mode = "auto"
+        per_worker = _round_mib(math.ceil(needed / workers))
+        rule = f"{rule_terms} = {human(needed)}, over {workers} worker(s)"
+    elif parse_bytes(seg) == 0:
+        mode, per_worker = "none", 0
+        rule = "workers lend no segment (pure readers); the store's capacity comes from its other clients"
+    else:
+        mode, per_worker = "fixed", parse_bytes(seg)
+        rule = f"fixed store.segmentSize {format_bytes(per_worker)} x {workers} worker(s)"
+        if sz is not None and per_worker * workers < needed:
+            problems.append(Problem(
+                "SegmentTooSmall",
+                f"{workers} x {human(per_worker)} = {human(per_worker * workers)} of segment is below the "
+                f"{human(needed)} the sizing needs ({rule_terms}); unread outputs would be evicted"))
+    total = per_worker * replicas
+
+    max_reg = parse_bytes(spec.store.maxRegistrationSize)
+    min_reg_replicas = math.ceil(per_worker * workers / max_reg) if per_worker else 0
+    if per_worker > max_reg and spec.store.protocol == "rdma":
+        problems.append(Problem(
+            "SegmentExceedsRegistrationLimit",
+            f"per-worker segment {human(per_worker)} exceeds one RDMA registration's limit "
+            f"{human(max_reg)} (the NIC's max_mr_size); use at least {min_reg_replicas} replicas or a smaller "
+            f"store.segmentSize"))
+
+    local = parse_bytes(spec.store.localBufferSize)
+    read = spec.scorer.batchSize * parse_bytes(sz.outputBytesPerSample) if sz is not None else 0
+    if spec.scorer.modelMemory is not None:
+        model = parse_bytes(spec.scorer.modelMemory)
+    else:
+        model = DEFAULT_MODEL_BYTES.get(spec.scorer.name or "", 0)
+    memory = _round_mib(per_worker + local + read + model + SHM_BYTES + OVERHEAD_BYTES)
+    formula = (f"segment {human(per_worker)} + local buffer {human(local)} + read buffer {human(read)} "
+               f"(batchSize {spec.scorer.batchSize} x output) + model {human(model)} + /dev/shm "
+               f"{human(SHM_BYTES)} + overhead {human(OVERHEAD_BYTES)} = {human(memory)}")
+
+    limit = (spec.resources.get("limits") or {}).get("memory")
+    if limit is not None and parse_bytes(limit) < memory:
+        problems.append(Problem(
+            "MemoryLimitTooSmall",
+            f"resources.limits.memory {limit} is below the {human(memory)} a worker needs: {formula}",
+            blocking=True))
+    return SizingResult(mode, per_worker, total, required, rule, local, read, model, SHM_BYTES,
+                        OVERHEAD_BYTES, memory, formula, min_reg_replicas, problems)

@@ -1,0 +1,135 @@
+"""The RewardPool spec as typed Python. Defaults mirror the CRD's, so `rewardpool render` on a plain YAML
+file sees what the API server would store."""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+GROUP, VERSION, PLURAL, KIND = "rewardpool.io", "v1alpha1", "rewardpools", "RewardPool"
+API_VERSION = f"{GROUP}/{VERSION}"
+POOL_LABEL = "rewardpool.io/pool"
+HASH_LABEL = "rewardpool.io/template-hash"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "rewardpool-operator"}
+DEFAULT_RDMA_LABEL = "feature.node.kubernetes.io/rdma.capable"
+Quantity = int | str
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Scorer(_M):
+    name: str | None = None
+    cls: str | None = Field(default=None, alias="class")
+    numFrames: int | None = Field(default=None, ge=1)
+    batchSize: int = Field(default=8, ge=1)
+    modelPath: str | None = None
+    modelMemory: Quantity | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self):
+        if (self.name is None) == (self.cls is None):
+            raise ValueError("set exactly one of scorer.name (a built-in scorer) or scorer.class")
+        return self
+
+
+class Store(_M):
+    master: str
+    metadataServer: str = "P2PHANDSHAKE"
+    protocol: Literal["rdma", "tcp"] = "rdma"
+    devices: list[str] = Field(default_factory=list)
+    segmentSize: Quantity = "auto"
+    localBufferSize: Quantity = "512Mi"
+    maxRegistrationSize: Quantity = "64Gi"
+
+
+class Sizing(_M):
+    samplesPerRollout: int = Field(ge=1)
+    outputBytesPerSample: Quantity
+    latentBytesPerSample: Quantity = 0
+    latentRollouts: int = Field(default=2, ge=0)
+    highWatermark: float = Field(default=0.9, gt=0, le=1)
+
+
+class RdmaResource(_M):
+    name: str = "rdma/rdma_shared_device_a"
+    count: int = Field(default=1, ge=0)
+
+
+class Placement(_M):
+    rdmaNodeSelector: dict[str, str] = Field(default_factory=lambda: {DEFAULT_RDMA_LABEL: "true"})
+    rdmaResource: RdmaResource = Field(default_factory=RdmaResource)
+    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class Ipvlan(_M):
+    master: str
+    mode: Literal["l2", "l3", "l3s"] = "l2"
+    mtu: int | None = None
+    ipam: dict[str, Any]
+
+
+class Network(_M):
+    ipvlan: Ipvlan | None = None
+    attachment: str | None = None
+
+
+class Ray(_M):
+    address: str | None = None
+    namespace: str = "rewardpool"
+
+
+class Autoscaling(_M):
+    enabled: bool = False
+    minReplicas: int = 1
+    maxReplicas: int = 8
+    targetQueueDepth: int = 4
+    scaleDownDelaySeconds: int = 300
+
+
+class PodTemplate(_M):
+    metadata: dict[str, dict[str, str]] = Field(default_factory=dict)
+    spec: dict[str, Any] = Field(default_factory=dict)
+
+
+class PoolSpec(_M):
+    replicas: int = Field(default=1, ge=0)
+    image: str
+    scorer: Scorer
+    store: Store
+    sizing: Sizing | None = None
+    placement: Placement = Field(default_factory=Placement)
+    network: Network = Field(default_factory=Network)
+    ray: Ray = Field(default_factory=Ray)
+    autoscaling: Autoscaling | None = None
+    resources: dict[str, Any] = Field(default_factory=dict)
+    podTemplate: PodTemplate = Field(default_factory=PodTemplate)
+
+
+class Pool(BaseModel):
+    """What the builders need of a RewardPool object: identity plus parsed spec."""
+    name: str
+    namespace: str
+    uid: str = ""
+    generation: int = 0
+    spec: PoolSpec
+
+    @classmethod
+    def from_object(cls, obj: dict) -> "Pool":
+        meta = obj.get("metadata", {})
+        return cls(name=meta["name"], namespace=meta.get("namespace") or "default", uid=meta.get("uid", ""),
+                   generation=meta.get("generation", 0), spec=PoolSpec.model_validate(obj.get("spec") or {}))
+
+    @property
+    def selector(self) -> dict[str, str]:
+        return {POOL_LABEL: self.name}
+
+    @property
+    def selector_string(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.selector.items())
+
+    def owner_reference(self) -> dict:
+        return {"apiVersion": API_VERSION, "kind": KIND, "name": self.name, "uid": self.uid,
+                "controller": True, "blockOwnerDeletion": True}

@@ -1,0 +1,75 @@
+"""The one contract between operator and worker: the config the operator renders into every worker pod
+and the worker reads at start. Both sides import this module; nothing else crosses between them."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ENV_VAR = "REWARDPOOL_WORKER_CONFIG"
+# Where the pod's Downward API volume puts its annotations (Multus network-status lives there).
+ANNOTATIONS_FILE = "/etc/podinfo/annotations"
+HTTP_PORT = 8000
+BUILTIN_SCORERS = ("pickscore", "mean-intensity")
+
+
+class StoreConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    master: str = Field(description="mooncake_master host:port")
+    metadata_server: str = "P2PHANDSHAKE"
+    protocol: Literal["rdma", "tcp"] = "rdma"
+    devices: list[str] = Field(default_factory=list)
+    segment_bytes: int = Field(ge=0, description="global segment this worker lends; 0 lends none")
+    local_buffer_bytes: int = Field(ge=0)
+
+
+class ScorerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    name: str | None = None
+    cls: str | None = Field(default=None, alias="class", description="package.module:Class")
+    num_frames: int | None = Field(default=None, ge=1)
+    batch_size: int = Field(default=8, ge=1)
+    model_path: str | None = None
+
+    @property
+    def ref(self) -> str:
+        return self.name or self.cls or ""
+
+
+class RayConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    address: str | None = None
+    namespace: str = "rewardpool"
+
+
+class WorkerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    pool: str
+    namespace: str
+    store: StoreConfig
+    scorer: ScorerConfig
+    ray: RayConfig = Field(default_factory=RayConfig)
+    read_buffer_bytes: int = Field(ge=0, description="initial size of the registered read buffer")
+    network_attachment: str | None = Field(default=None, description="namespace/name of the RoCE attachment")
+    http_port: int = HTTP_PORT
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True, exclude_none=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "WorkerConfig":
+        return cls.model_validate(json.loads(text))
+
+    @classmethod
+    def from_env(cls) -> "WorkerConfig":
+        text = os.environ.get(ENV_VAR)
+        if not text:
+            raise RuntimeError(f"{ENV_VAR} is not set: the worker is started by the RewardPool operator, "
+                               "which renders this config into the pod")
+        return cls.from_json(text)
+
+    def actor_name(self, pod_name: str) -> str:
+        """Ray actor name the pool client discovers: one per pool and pod."""
+        return f"rewardpool:{self.namespace}/{self.pool}:{pod_name}"
