@@ -9,11 +9,13 @@ import json
 import logging
 import os
 import secrets
+import shutil
 import signal
 import socket
 import ssl
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,7 +113,7 @@ class LocalCluster:
         stopped = []
         if not state.exists():
             return stopped
-        for name, pid in json.loads(state.read_text())["pids"].items():
+        for name, pid in reversed(list(json.loads(state.read_text())["pids"].items())):
             try:
                 os.kill(pid, signal.SIGTERM)
                 stopped.append(name)
@@ -149,6 +151,7 @@ class LocalCluster:
 
     def _start_etcd(self, timeout: float) -> None:
         p, peer = self.ports["etcd"], self.ports["etcd_peer"]
+        shutil.rmtree(self.workdir / "etcd", ignore_errors=True)  # every start is a fresh cluster
         self._start("etcd", [
             f"--data-dir={self.workdir / 'etcd'}", "--name=rewardpool",
             f"--listen-client-urls=http://127.0.0.1:{p}", f"--advertise-client-urls=http://127.0.0.1:{p}",
@@ -239,7 +242,7 @@ class LocalCluster:
                                      data=json.dumps(body).encode() if body is not None else None,
                                      headers={"Authorization": f"Bearer {self.admin_token}",
                                               "Content-Type": content_type})
-        with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:
+        with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:  # noqa
             raw = resp.read()
             return json.loads(raw) if raw.startswith(b"{") else raw.decode()
 
@@ -252,10 +255,14 @@ class LocalCluster:
             raise
 
     def apply_objects(self, objs: list[dict]) -> None:
-        """Server-side apply of cluster-scoped or namespaced objects, as field manager `devcluster`."""
+        """Server-side apply of cluster-scoped objects, as field manager `devcluster`."""
         for obj in objs:
-            self._request("PATCH", _object_path(obj) + "?fieldManager=devcluster&force=true", obj,
-                          content_type="application/apply-patch+yaml")
+            try:
+                self._request("PATCH", _object_path(obj) + "?fieldManager=devcluster&force=true", obj,
+                              content_type="application/apply-patch+yaml")
+            except urllib.error.HTTPError as e:
+                raise ClusterStartError(f"applying {obj['kind']} {obj['metadata']['name']} failed: "
+                                        f"{e.code} {e.read().decode(errors='replace')[:2000]}") from None
 
     def wait_crd_established(self, name: str, timeout: float = 30) -> None:
         def established():

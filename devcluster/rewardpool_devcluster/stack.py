@@ -1,0 +1,112 @@
+"""The RewardPool stack on a LocalCluster: Helm install of the chart, and the real operator process running
+with the chart ServiceAccount's identity (so the chart's RBAC is what the operator gets)."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from .cluster import REPO, LocalCluster, free_port
+
+log = logging.getLogger("rewardpool.devcluster")
+CHART = REPO / "charts" / "rewardpool-operator"
+RELEASE, OPERATOR_NS = "rewardpool", "rewardpool-system"
+
+
+def tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise RuntimeError(f"{name} not on PATH: run through make (scripts/tools.sh installs helm and kubectl)")
+    return path
+
+
+def kubectl(cluster_or_kubeconfig, *args: str, check: bool = True, input: str | None = None,
+            timeout: float = 120) -> subprocess.CompletedProcess:
+    kc = cluster_or_kubeconfig.kubeconfig if isinstance(cluster_or_kubeconfig, LocalCluster) else cluster_or_kubeconfig
+    return subprocess.run([tool("kubectl"), f"--kubeconfig={kc}", *args], check=check, capture_output=True,
+                          text=True, input=input, timeout=timeout)
+
+
+def helm_install(cluster: LocalCluster, release: str = RELEASE, namespace: str = OPERATOR_NS,
+                 values: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """helm upgrade --install of the chart; the operator Deployment is scaled to 0 by default because kwok
+    pods run nothing: the operator runs as a local process with the chart's ServiceAccount instead."""
+    sets = {"replicaCount": "0", **(values or {})}
+    args = [tool("helm"), "upgrade", "--install", release, str(CHART), "--namespace", namespace,
+            "--create-namespace", "--kubeconfig", str(cluster.kubeconfig), "--wait", "--timeout", "120s"]
+    for k, v in sets.items():
+        args += ["--set", f"{k}={v}"]
+    return subprocess.run(args, check=True, capture_output=True, text=True, timeout=180)
+
+
+def service_account_kubeconfig(cluster: LocalCluster, release: str = RELEASE, namespace: str = OPERATOR_NS) -> Path:
+    """A kubeconfig holding a token of the chart's ServiceAccount."""
+    sa = f"{release}-rewardpool-operator"
+    token = kubectl(cluster, "create", "token", sa, "-n", namespace, "--duration=24h").stdout.strip()
+    return cluster.write_kubeconfig(cluster.workdir / f"{sa}.kubeconfig", f"system:serviceaccount:{namespace}:{sa}",
+                                    token)
+
+
+class OperatorProcess:
+    """`rewardpool operator` as a subprocess; restartable, with its health endpoint on loopback."""
+
+    def __init__(self, kubeconfig: Path, log_path: Path, namespaces: list[str] | None = None):
+        self.kubeconfig, self.log_path, self.namespaces = kubeconfig, log_path, namespaces or []
+        self.proc: subprocess.Popen | None = None
+        self.port = 0
+
+    def start(self, timeout: float = 60) -> "OperatorProcess":
+        self.port = free_port()
+        args = [sys.executable, "-m", "rewardpool_operator.cli", "operator", "--log-json",
+                f"--liveness=http://127.0.0.1:{self.port}/healthz"]
+        args += [f"--namespace={n}" for n in self.namespaces]
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        logf = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, env=env, stdout=logf, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"operator exited with {self.proc.returncode}; log tail:\n{self.log_tail()}")
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2)
+                return self
+            except Exception:
+                time.sleep(0.3)
+        raise RuntimeError(f"operator not healthy after {timeout}s; log tail:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def kill(self) -> None:
+        """Crash-stop (SIGKILL): what a restart test uses."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return ""
+
+    def log_records(self) -> list[dict]:
+        out = []
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+        return out

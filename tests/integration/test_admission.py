@@ -1,0 +1,104 @@
+"""The CRD on the real API server: invalid manifests are rejected at admission with a message that names the
+field and the problem; valid ones get their defaults; `kubectl explain` describes the fields."""
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from rewardpool_devcluster.stack import kubectl
+
+VALID = {
+    "apiVersion": "rewardpool.io/v1alpha1", "kind": "RewardPool", "metadata": {"name": "v"},
+    "spec": {"image": "w:1", "scorer": {"name": "mean-intensity"}, "store": {"master": "mc:50051", "protocol": "tcp"},
+             "sizing": {"samplesPerRollout": 8, "outputBytesPerSample": "10Mi"}},
+}
+
+
+def with_spec(path: str, value, drop: bool = False) -> dict:
+    obj = copy.deepcopy(VALID)
+    *parents, leaf = path.split(".")
+    node = obj["spec"]
+    for p in parents:
+        node = node.setdefault(p, {})
+    if drop:
+        node.pop(leaf, None)
+    else:
+        node[leaf] = value
+    return obj
+
+
+def rdma_without_device() -> dict:
+    obj = with_spec("store.protocol", "rdma")
+    obj["spec"]["placement"] = {"rdmaResource": {"count": 0}}
+    return obj
+
+
+# (manifest, substrings the rejection must contain: the field and the problem)
+INVALID = [
+    (with_spec("replicas", -1), ["spec.replicas", "greater than or equal to 0"]),
+    (with_spec("image", None, drop=True), ["spec.image", "Required"]),
+    (with_spec("scorer.class", "pkg.mod:Cls"), ["scorer", "exactly one of scorer.name"]),
+    (with_spec("scorer.name", None, drop=True), ["scorer", "exactly one of scorer.name"]),
+    (with_spec("scorer.class", "not-an-import-path"), ["spec.scorer.class", "should match"]),
+    (with_spec("scorer.numFrames", 0), ["spec.scorer.numFrames", "greater than or equal to 1"]),
+    (with_spec("store.protocol", "udp"), ["spec.store.protocol", "Unsupported value", "rdma", "tcp"]),
+    (with_spec("store.master", None, drop=True), ["spec.store.master", "Required"]),
+    (with_spec("store.master", "no-port"), ["spec.store.master", "should match"]),
+    (with_spec("store.segmentSize", "lots"), ["spec.store.segmentSize", "should match"]),
+    (with_spec("store.localBufferSize", "1 GB"), ["spec.store.localBufferSize", "should match"]),
+    (with_spec("sizing", None, drop=True), ["spec.store.segmentSize", "computed from spec.sizing"]),
+    (with_spec("sizing.highWatermark", 1.5), ["spec.sizing.highWatermark", "less than or equal to 1"]),
+    (with_spec("sizing.samplesPerRollout", 0), ["spec.sizing.samplesPerRollout", "greater than or equal to 1"]),
+    (with_spec("autoscaling", {"enabled": True, "minReplicas": 5, "maxReplicas": 2}),
+     ["spec.autoscaling", "minReplicas must not exceed autoscaling.maxReplicas"]),
+    (with_spec("autoscaling", {"enabled": True, "minReplicas": 2, "maxReplicas": 4}),
+     ["spec.replicas", "within [autoscaling.minReplicas, autoscaling.maxReplicas]"]),
+    (with_spec("network", {"ipvlan": {"ipam": {"type": "whereabouts"}}}), ["spec.network.ipvlan.master", "Required"]),
+    (with_spec("network", {"ipvlan": {"master": "bond0", "mode": "l4", "ipam": {}}}),
+     ["spec.network.ipvlan.mode", "Unsupported value"]),
+    (with_spec("network", {"ipvlan": {"master": "bond0", "ipam": {}}, "attachment": "roce"}),
+     ["network", "at most one of network.ipvlan"]),
+    (with_spec("network", {"ipvlan": {"master": "bond0", "mtu": 100, "ipam": {}}}),
+     ["spec.network.ipvlan.mtu", "greater than or equal to 576"]),
+    (rdma_without_device(), ["spec.store.protocol", "rdma needs an RDMA device"]),
+    (with_spec("autoscaling", {"targetQueueDepth": 0}), ["spec.autoscaling.targetQueueDepth", "greater than or equal to 1"]),
+]
+
+
+@pytest.mark.parametrize("manifest,expected", INVALID, ids=[f"{i:02d}-{e[0]}" for i, (_, e) in enumerate(INVALID)])
+def test_invalid_manifest_is_rejected_with_a_clear_message(chart, api, manifest, expected):
+    with pytest.raises(ApiException) as exc:
+        client.CustomObjectsApi(api).create_namespaced_custom_object(
+            "rewardpool.io", "v1alpha1", "default", "rewardpools", manifest)
+    assert exc.value.status == 422, exc.value.body
+    message = json.loads(exc.value.body)["message"]
+    for part in expected:
+        assert part in message, f"{part!r} not in: {message}"
+
+
+def test_kubectl_apply_shows_the_rejection_to_a_person(chart, tmp_path):
+    bad = with_spec("store.protocol", "udp")
+    res = kubectl(chart, "apply", "-f", "-", input=json.dumps(bad), check=False)
+    assert res.returncode != 0
+    assert 'spec.store.protocol: Unsupported value: "udp"' in res.stderr
+
+
+def test_valid_manifest_gets_defaults(chart, api, ns):
+    obj = client.CustomObjectsApi(api).create_namespaced_custom_object(
+        "rewardpool.io", "v1alpha1", ns, "rewardpools", copy.deepcopy(VALID))
+    spec = obj["spec"]
+    assert spec["replicas"] == 1 and spec["store"]["segmentSize"] == "auto"
+    assert spec["store"]["metadataServer"] == "P2PHANDSHAKE" and spec["sizing"]["highWatermark"] == 0.9
+    assert spec["placement"]["rdmaNodeSelector"] == {"feature.node.kubernetes.io/rdma.capable": "true"}
+    assert spec["placement"]["rdmaResource"] == {"name": "rdma/rdma_shared_device_a", "count": 1}
+
+
+def test_kubectl_explain_describes_the_store(chart):
+    out = kubectl(chart, "explain", "rewardpool.spec.store").stdout
+    assert "Mooncake store" in out and "segmentSize" in out and "protocol" in out
+    out = kubectl(chart, "explain", "rewardpool.spec.store.segmentSize").stdout
+    assert "auto" in out and "pure readers" in out

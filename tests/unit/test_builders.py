@@ -1,0 +1,111 @@
+import json
+
+from rewardpool_operator import builders, sizing, validate
+from rewardpool_operator.placement import nodes_that_fit
+from rewardpool_operator.spec import HASH_LABEL, Pool
+from rewardpool_worker.config import ENV_VAR, WorkerConfig
+
+
+def pool(**spec_over) -> Pool:
+    spec = {"image": "img:1", "replicas": 3, "scorer": {"name": "pickscore", "numFrames": 8},
+            "store": {"master": "mc:50051", "devices": ["mlx5_0"]},
+            "sizing": {"samplesPerRollout": 64, "outputBytesPerSample": "269M"},
+            "network": {"ipvlan": {"master": "bond0", "mtu": 4200, "ipam": {"type": "whereabouts", "range": "192.168.9.0/24"}}}}
+    spec.update(spec_over)
+    return Pool.from_object({"metadata": {"name": "p", "namespace": "ns", "uid": "u-1"}, "spec": spec})
+
+
+def render(p: Pool):
+    s = sizing.compute(p.spec)
+    return s, builders.pod_template(p, s)
+
+
+def test_nad_is_ipvlan_on_the_bond():
+    nad = builders.network_attachment(pool())
+    cfg = json.loads(nad["spec"]["config"])
+    assert cfg == {"cniVersion": "0.3.1", "name": "p-roce", "type": "ipvlan", "master": "bond0", "mode": "l2",
+                   "mtu": 4200, "ipam": {"type": "whereabouts", "range": "192.168.9.0/24"}}
+    assert nad["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    assert builders.network_attachment(pool(network={})) is None
+
+
+def test_pod_lands_on_rdma_nodes_with_ipc_lock_and_nothing_privileged():
+    s, pod = render(pool())
+    spec, c = pod["spec"], pod["spec"]["containers"][0]
+    assert spec["nodeSelector"] == {"feature.node.kubernetes.io/rdma.capable": "true"}
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
+    assert c["securityContext"]["privileged"] is False and spec["hostNetwork"] is False
+    assert not any("hostPath" in v for v in spec["volumes"])
+    assert c["resources"]["limits"]["rdma/rdma_shared_device_a"] == "1"
+    assert c["resources"]["limits"]["memory"] == c["resources"]["requests"]["memory"]
+    assert json.loads(pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"]) == [
+        {"name": "p-roce", "namespace": "ns", "interface": "net1"}]
+    shm = next(v for v in spec["volumes"] if v["name"] == "dshm")
+    assert shm["emptyDir"]["medium"] == "Memory"
+    assert {p["path"] for p in next(v for v in spec["volumes"] if v["name"] == "podinfo")["downwardAPI"]["items"]} >= {"annotations"}
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz" and spec["terminationGracePeriodSeconds"] >= 60
+
+
+def test_tcp_pool_requests_no_rdma_device():
+    _, pod = render(pool(store={"master": "mc:1", "protocol": "tcp"}, network={}))
+    limits = pod["spec"]["containers"][0]["resources"]["limits"]
+    assert not any(k.startswith("rdma/") for k in limits)
+    assert "k8s.v1.cni.cncf.io/networks" not in pod["metadata"]["annotations"]
+
+
+def test_worker_config_round_trips_through_the_contract():
+    p = pool()
+    s, pod = render(p)
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    cfg = WorkerConfig.from_json(env[ENV_VAR])
+    assert cfg.store.segment_bytes == s.per_worker_bytes and cfg.store.devices == ["mlx5_0"]
+    assert cfg.scorer.name == "pickscore" and cfg.scorer.num_frames == 8
+    assert cfg.network_attachment == "ns/p-roce" and cfg.read_buffer_bytes == s.read_buffer_bytes
+    assert {"POD_NAME", "POD_NAMESPACE", "POD_IP"} <= env.keys()
+
+
+def test_template_hash_changes_with_the_spec_only():
+    _, a = render(pool())
+    _, b = render(pool())
+    _, c = render(pool(image="img:2"))
+    assert a["metadata"]["labels"][HASH_LABEL] == b["metadata"]["labels"][HASH_LABEL]
+    assert a["metadata"]["labels"][HASH_LABEL] != c["metadata"]["labels"][HASH_LABEL]
+
+
+def test_pod_template_merges_by_name():
+    _, pod = render(pool(podTemplate={"metadata": {"labels": {"team": "rl"}},
+                                      "spec": {"priorityClassName": "high",
+                                               "containers": [{"name": "worker", "imagePullPolicy": "Always"},
+                                                              {"name": "sidecar", "image": "s"}]}}))
+    names = [c["name"] for c in pod["spec"]["containers"]]
+    worker = pod["spec"]["containers"][0]
+    assert names == ["worker", "sidecar"] and worker["imagePullPolicy"] == "Always" and worker["image"] == "img:1"
+    assert pod["spec"]["priorityClassName"] == "high" and pod["metadata"]["labels"]["team"] == "rl"
+
+
+def test_semantic_checks():
+    reasons = lambda p: [x.reason for x in validate.check(p.spec)]  # noqa: E731
+    assert reasons(pool()) == []
+    assert reasons(pool(scorer={"name": "nope"})) == ["UnknownScorer"]
+    assert reasons(pool(podTemplate={"spec": {"hostNetwork": True}})) == ["ForbiddenPodSetting"]
+    assert reasons(pool(podTemplate={"spec": {"containers": [{"name": "worker", "securityContext": {"privileged": True}}]}})) == ["ForbiddenPodSetting"]
+    assert reasons(pool(podTemplate={"spec": {"volumes": [{"name": "d", "hostPath": {"path": "/dev/infiniband"}}]}})) == ["ForbiddenPodSetting"]
+    assert reasons(pool(network={})) == ["NoRoceNetwork"]
+
+
+def node(name, memory, rdma="1k"):
+    alloc = {"memory": memory}
+    if rdma:
+        alloc["rdma/rdma_shared_device_a"] = rdma
+    return {"metadata": {"name": name}, "status": {"allocatable": alloc}}
+
+
+def test_placement_fit():
+    p = pool()
+    s = sizing.compute(p.spec)
+    assert nodes_that_fit(p.spec, s.memory_bytes, [node("a", "1Ti"), node("b", "1Gi")])[0] == ["a"]
+    fit, why = nodes_that_fit(p.spec, s.memory_bytes, [node("b", "8Gi")])
+    assert fit == [] and "largest RDMA node" in why and "8.0GiB" in why
+    fit, why = nodes_that_fit(p.spec, s.memory_bytes, [node("c", "1Ti", rdma=None)])
+    assert fit == [] and "rdma/rdma_shared_device_a" in why
+    assert "no node carries" in nodes_that_fit(p.spec, 1, [])[1]

@@ -1,0 +1,87 @@
+import math
+
+import pytest
+
+from rewardpool_operator import sizing
+from rewardpool_operator.quantity import format_bytes, parse_bytes
+from rewardpool_operator.spec import PoolSpec
+
+GiB = 2**30
+
+
+def spec(**over):
+    base = {"image": "w", "replicas": 2, "scorer": {"name": "pickscore"},
+            "store": {"master": "m:1"},
+            "sizing": {"samplesPerRollout": 64, "outputBytesPerSample": "269M", "latentBytesPerSample": "10M"}}
+    for k, v in over.items():
+        base[k] = {**base.get(k, {}), **v} if isinstance(v, dict) else v
+    return PoolSpec.model_validate(base)
+
+
+@pytest.mark.parametrize("text,n", [("72Gi", 72 * GiB), ("269M", 269_000_000), ("512Mi", 512 * 2**20),
+                                    ("0", 0), (1024, 1024), ("1.5Gi", int(1.5 * GiB)), ("1k", 1000)])
+def test_parse_bytes(text, n):
+    assert parse_bytes(text) == n
+
+
+@pytest.mark.parametrize("bad", ["72gb", "lots", "-1Gi", "", True])
+def test_parse_bytes_rejects(bad):
+    with pytest.raises(ValueError, match="not a quantity"):
+        parse_bytes(bad)
+
+
+def test_format_bytes_round_trips():
+    for n in (0, 64 * GiB, 19533 * 2**20, 3 * 2**40):
+        assert parse_bytes(format_bytes(n)) == n
+
+
+def test_auto_segment_follows_the_rule_and_splits_over_workers():
+    r = sizing.compute(spec())
+    required = 64 * 269_000_000 + 2 * 64 * 10_000_000
+    assert r.required_bytes == required
+    needed = math.ceil(required / 0.9)
+    assert r.per_worker_bytes >= needed / 2 and r.per_worker_bytes - needed / 2 < 2**20
+    assert r.total_bytes == 2 * r.per_worker_bytes >= needed
+    assert r.mode == "auto" and "highWatermark 0.9" in r.rule and not r.problems
+
+
+def test_watermark_raises_the_segment():
+    low = sizing.compute(spec(sizing={"highWatermark": 0.5}))
+    high = sizing.compute(spec(sizing={"highWatermark": 0.9}))
+    assert low.per_worker_bytes > high.per_worker_bytes * 1.7
+
+
+def test_memory_covers_every_term():
+    r = sizing.compute(spec())
+    terms = r.per_worker_bytes + r.local_buffer_bytes + r.read_buffer_bytes + r.model_bytes + r.shm_bytes + r.overhead_bytes
+    assert r.memory_bytes >= terms and r.memory_bytes - terms < 2**20
+    assert r.read_buffer_bytes == 8 * 269_000_000 and r.model_bytes == 4 * GiB
+    assert "segment" in r.memory_formula and "read buffer" in r.memory_formula
+
+
+def test_segment_above_registration_limit_is_flagged_with_a_way_out():
+    r = sizing.compute(spec(replicas=1, sizing={"samplesPerRollout": 300}))
+    (p,) = [p for p in r.problems if p.reason == "SegmentExceedsRegistrationLimit"]
+    assert "max_mr_size" in p.message and f"at least {r.min_replicas_for_registration} replicas" in p.message
+    assert r.min_replicas_for_registration == math.ceil(r.per_worker_bytes / (64 * GiB))
+    # tcp registers nothing with a NIC: no flag
+    assert not sizing.compute(spec(replicas=1, sizing={"samplesPerRollout": 300},
+                                   store={"protocol": "tcp"})).problems
+
+
+def test_fixed_segment_too_small_is_reported():
+    r = sizing.compute(spec(store={"segmentSize": "4Gi"}))
+    assert r.mode == "fixed" and r.per_worker_bytes == 4 * GiB
+    assert [p.reason for p in r.problems] == ["SegmentTooSmall"]
+    assert sizing.compute(spec(store={"segmentSize": "32Gi"})).problems == []
+
+
+def test_zero_segment_means_pure_readers():
+    r = sizing.compute(spec(store={"segmentSize": 0}))
+    assert r.mode == "none" and r.per_worker_bytes == 0 and r.total_bytes == 0 and not r.problems
+
+
+def test_memory_limit_below_need_blocks():
+    r = sizing.compute(spec(resources={"limits": {"memory": "8Gi"}}))
+    (p,) = r.problems
+    assert p.reason == "MemoryLimitTooSmall" and p.blocking and "8Gi" in p.message
