@@ -13,7 +13,7 @@ export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
 
 log() { echo "[devcluster/build] $(date +%H:%M:%S) $*" >&2; }
 
-want=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+want=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwok-stages.yaml)
 missing=()
 for b in "${want[@]}"; do [ -x "$BIN/$b" ] || missing+=("$b"); done
 if [ ${#missing[@]} -eq 0 ]; then echo "$BIN"; exit 0; fi
@@ -93,10 +93,20 @@ GO
 }
 
 build_kwok() {
-  [ -x "$BIN/kwok" ] && return 0
-  log "go install kwok $KWOK_VERSION"
-  GOBIN="$BIN" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" >&2
-  log "built kwok"
+  if [ ! -x "$BIN/kwok" ]; then
+    log "go install kwok $KWOK_VERSION"
+    GOBIN="$BIN" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" >&2
+    log "built kwok"
+  fi
+  # kwok's own stages, from its module source: nodes become Ready (lease heartbeats), pods Ready, deleted.
+  local src
+  src="$(go env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION/kustomize/stage"
+  [ -d "$src" ] || (cd "$work" && go mod download "sigs.k8s.io/kwok@$KWOK_VERSION" >&2)
+  for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+           pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    echo "---"; cat "$src/$f"
+  done > "$BIN/kwok-stages.yaml.tmp"
+  mv "$BIN/kwok-stages.yaml.tmp" "$BIN/kwok-stages.yaml"
 }
 
 build_etcd

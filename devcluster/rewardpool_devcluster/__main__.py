@@ -41,7 +41,7 @@ def demo() -> int:
             break
         if time.monotonic() > deadline:
             print(kubectl(cluster, "describe", "rewardpool", "pickscore").stdout)
-            print(op.log_tail())
+            print(op.log_tail(15))
             return 1
         print("    ...", kubectl(cluster, "get", "rewardpool", "pickscore", "--no-headers", check=False).stdout.strip(),
               flush=True)
@@ -66,7 +66,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m rewardpool_devcluster")
     ap.add_argument("command", choices=["demo", "down"])
     args = ap.parse_args()
-    return demo() if args.command == "demo" else down()
+    if args.command == "down":
+        return down()
+    try:
+        return demo()
+    except Exception:
+        step("the demo failed; stopping what it started")
+        down()
+        raise
 
 
 if __name__ == "__main__":

@@ -86,7 +86,9 @@ class LocalCluster:
             self._wait_default_serviceaccount(timeout)
             self.apply_objects([NAD_CRD])
             self.wait_crd_established("network-attachment-definitions.k8s.cni.cncf.io", timeout)
-            self.apply_objects(nodes if nodes is not None else default_nodes())
+            nodes = nodes if nodes is not None else default_nodes()
+            self.apply_objects(nodes)
+            self._wait("kwok", lambda: self._nodes_ready([n["metadata"]["name"] for n in nodes]), timeout)
         except Exception:
             self.stop()
             raise
@@ -124,7 +126,7 @@ class LocalCluster:
 
     # ---- components ------------------------------------------------------------------------------------------
     def _start(self, name: str, args: list[str]) -> subprocess.Popen:
-        logf = open(self.workdir / f"{name}.log", "ab")
+        logf = open(self.workdir / f"{name}.log", "wb")
         proc = subprocess.Popen([str(self.bin_dir / name), *args], stdout=logf, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         self.procs[name] = proc
@@ -176,13 +178,13 @@ class LocalCluster:
         self._wait("kube-apiserver", lambda: self.get("/readyz") is not None, timeout)
 
     def _controller_manager_args(self) -> list[str]:
-        return [f"--kubeconfig={self._component_kubeconfig('kube-controller-manager')}",
+        return [f"--kubeconfig={self._component_kubeconfig('system:kube-controller-manager')}",
                 f"--service-account-private-key-file={self.workdir / 'sa.key'}", "--leader-elect=false",
-                "--bind-address=127.0.0.1", "--secure-port=0", "--controllers=*,-nodeipam,-nodelifecycle",
-                "--use-service-account-credentials=false", "--concurrent-gc-syncs=10"]
+                "--bind-address=127.0.0.1", "--secure-port=0", "--controllers=*,-nodeipam",
+                "--use-service-account-credentials=true", "--concurrent-gc-syncs=10"]
 
     def _scheduler_args(self) -> list[str]:
-        return [f"--kubeconfig={self._component_kubeconfig('kube-scheduler')}", "--leader-elect=false",
+        return [f"--kubeconfig={self._component_kubeconfig('system:kube-scheduler')}", "--leader-elect=false",
                 "--bind-address=127.0.0.1", "--secure-port=0"]
 
     def _kwok_args(self) -> list[str]:
@@ -190,7 +192,15 @@ class LocalCluster:
         return [f"--kubeconfig={self.kubeconfig}", "--manage-all-nodes=false",
                 "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                 "--cidr=10.244.0.0/16", "--node-ip=10.244.0.1", "--node-lease-duration-seconds=40",
-                f"--config={self.workdir / 'kwok.yaml'}"]
+                f"--config={self.bin_dir / 'kwok-stages.yaml'}"]
+
+    def _nodes_ready(self, names: list[str]) -> bool:
+        for name in names:
+            node = self.get(f"/api/v1/nodes/{name}") or {}
+            if not any(c["type"] == "Ready" and c["status"] == "True"
+                       for c in node.get("status", {}).get("conditions", [])):
+                return False
+        return True
 
     def _wait_default_serviceaccount(self, timeout: float) -> None:
         self._wait("kube-controller-manager",

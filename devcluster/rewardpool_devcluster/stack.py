@@ -42,7 +42,10 @@ def helm_install(cluster: LocalCluster, release: str = RELEASE, namespace: str =
             "--create-namespace", "--kubeconfig", str(cluster.kubeconfig), "--wait", "--timeout", "120s"]
     for k, v in sets.items():
         args += ["--set", f"{k}={v}"]
-    return subprocess.run(args, check=True, capture_output=True, text=True, timeout=180)
+    res = subprocess.run(args, capture_output=True, text=True, timeout=180)
+    if res.returncode != 0:
+        raise RuntimeError(f"helm install failed ({res.returncode}):\n{res.stderr.strip()}")
+    return res
 
 
 def service_account_kubeconfig(cluster: LocalCluster, release: str = RELEASE, namespace: str = OPERATOR_NS) -> Path:

@@ -13,11 +13,19 @@ from .spec import GROUP, PLURAL, VERSION
 
 log = logging.getLogger("rewardpool.operator")
 NAD = ("k8s.cni.cncf.io", "v1", "network-attachment-definitions")
+MERGE = "application/merge-patch+json"
 
 
 async def _json(coro) -> dict:
+    """Await a raw (_preload_content=False) call; raise ApiException on a non-2xx answer, as the typed
+    path would, and return the JSON body as a dict."""
     resp = await coro
-    return json.loads(await resp.read())
+    raw = await resp.read()
+    if not 200 <= resp.status < 300:
+        err = ApiException(status=resp.status, reason=resp.reason)
+        err.body = raw.decode(errors="replace")
+        raise err
+    return json.loads(raw) if raw else {}
 
 
 class Kube:
@@ -50,7 +58,7 @@ class Kube:
     async def delete_pod(self, namespace: str, name: str) -> None:
         self.writes += 1
         try:
-            await self.core.delete_namespaced_pod(name, namespace, _preload_content=False)
+            await _json(self.core.delete_namespaced_pod(name, namespace, _preload_content=False))
         except ApiException as e:
             if e.status != 404:
                 raise
@@ -68,13 +76,14 @@ class Kube:
             if e.status != 404:
                 raise
             self.writes += 1
-            await self.core.create_namespaced_service(ns, svc, _preload_content=False)
+            await _json(self.core.create_namespaced_service(ns, svc, _preload_content=False))
             return "created"
         want = {k: v for k, v in svc["spec"].items()}
         have = {k: current["spec"].get(k) for k in want}
         if have != want:
             self.writes += 1
-            await self.core.patch_namespaced_service(name, ns, {"spec": want}, _preload_content=False)
+            await _json(self.core.patch_namespaced_service(name, ns, {"spec": want}, _preload_content=False,
+                                                         _content_type=MERGE))
             return "updated"
         return "unchanged"
 
@@ -93,8 +102,8 @@ class Kube:
 
     async def _nad_crd_missing(self, namespace: str) -> bool:
         try:  # a list answers 200 (maybe empty) when the CRD exists, 404 when it does not
-            await self.custom.list_namespaced_custom_object(*NAD[:2], namespace, NAD[2], limit=1,
-                                                            _preload_content=False)
+            await _json(self.custom.list_namespaced_custom_object(*NAD[:2], namespace, NAD[2], limit=1,
+                                                                  _preload_content=False))
             return False
         except ApiException as e:
             return e.status == 404
@@ -104,20 +113,21 @@ class Kube:
         current = await self.get_nad(ns, name)
         if current is None:
             self.writes += 1
-            await self.custom.create_namespaced_custom_object(*NAD[:2], ns, NAD[2], nad, _preload_content=False)
+            await _json(self.custom.create_namespaced_custom_object(*NAD[:2], ns, NAD[2], nad, _preload_content=False))
             return "created"
         if current.get("spec") != nad["spec"]:
             self.writes += 1
-            await self.custom.patch_namespaced_custom_object(*NAD[:2], ns, NAD[2], name, {"spec": nad["spec"]},
-                                                             _preload_content=False)
+            await _json(self.custom.patch_namespaced_custom_object(*NAD[:2], ns, NAD[2], name, {"spec": nad["spec"]},
+                                                               _preload_content=False, _content_type=MERGE))
             return "updated"
         return "unchanged"
 
     # pools
     async def patch_pool_status(self, namespace: str, name: str, status: dict) -> None:
         self.writes += 1
-        await self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, name,
-                                                                {"status": status}, _preload_content=False)
+        await _json(self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, name,
+                                                                {"status": status}, _preload_content=False,
+                                                                      _content_type=MERGE))
 
     async def event(self, pool: dict, type_: str, reason: str, message: str) -> None:
         """A core/v1 Event on the pool, as `kubectl describe rewardpool` shows them."""
@@ -130,7 +140,7 @@ class Kube:
                 "firstTimestamp": ts, "lastTimestamp": ts, "count": 1, "reportingComponent": "rewardpool-operator"}
         self.writes += 1
         try:
-            await self.core.create_namespaced_event(meta["namespace"], body, _preload_content=False)
+            await _json(self.core.create_namespaced_event(meta["namespace"], body, _preload_content=False))
         except ApiException as e:  # an event is best effort; losing one must not stop a reconcile
             log.warning("event not posted: %s %s (%s)", reason, message, e.status)
 
