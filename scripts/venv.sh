@@ -5,16 +5,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 extras="${REWARDPOOL_EXTRAS:-dev}"
 cache="${REWARDPOOL_CACHE:-$HOME/.cache/rewardpool}"
-key=$( (cat "$root/pyproject.toml"; echo "$extras"; python3 --version) | sha256sum | cut -c1-12)
-venv="$cache/venv/$key"
-log() { echo "[venv] $(date +%H:%M:%S) $*" >&2; }
-if [ ! -f "$venv/.complete" ]; then
-  log "creating $venv with extras [$extras]"
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --upgrade pip setuptools wheel >&2
-  # Install the dependencies only (editable install of the project follows below).
-  deps=$("$venv/bin/python" - "$root/pyproject.toml" "$extras" <<'PY'
+# The venv is keyed by the resolved dependency list (not the whole pyproject), so unrelated edits reuse it.
+deps=$(python3 - "$root/pyproject.toml" "$extras" <<'PY'
 import sys, tomllib
 p = tomllib.load(open(sys.argv[1], "rb"))["project"]
 deps = list(p["dependencies"])
@@ -23,8 +15,17 @@ for e in filter(None, sys.argv[2].split(",")):
 print("\n".join(deps))
 PY
 )
+key=$( (echo "$deps"; python3 --version) | sha256sum | cut -c1-12)
+venv="$cache/venv/$key"
+log() { echo "[venv] $(date +%H:%M:%S) $*" >&2; }
+if [ ! -f "$venv/.complete" ]; then
+  log "creating $venv with extras [$extras]"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --upgrade pip setuptools wheel >&2
   echo "$deps" > "$venv/requirements.txt"
-  "$venv/bin/pip" install --progress-bar off -r "$venv/requirements.txt" >&2
+  log "pip install of $(wc -l < "$venv/requirements.txt") requirements (large wheels such as torch take minutes)"
+  "$venv/bin/pip" install --quiet --progress-bar off -r "$venv/requirements.txt" >&2
   touch "$venv/.complete"
   log "venv ready"
 fi

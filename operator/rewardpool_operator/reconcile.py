@@ -127,7 +127,8 @@ async def reconcile(kube: Kube, body: dict) -> dict:
     ready = sum(1 for p in active if _is_ready(p))
 
     # ---- status ------------------------------------------------------------------------------------------------
-    degraded = [p for p in problems if p not in spec_blocking]
+    # Blocking problems first: the condition's reason names what stops the pool.
+    degraded = sorted((p for p in problems if p not in spec_blocking), key=lambda p: not p.blocking)
     conds = [
         C.cond("InvalidSpec", bool(spec_blocking), spec_blocking[0].reason if spec_blocking else "SpecValid",
                "; ".join(p.message for p in spec_blocking) or "spec accepted"),

@@ -1,0 +1,67 @@
+"""The Helm chart with the real helm binary on the real control plane: lint, template + server-side dry run,
+install, and the chart's RBAC as the operator's identity (enough to reconcile, nothing more)."""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from rewardpool_devcluster.stack import CHART, OPERATOR_NS, RELEASE, kubectl, tool
+
+
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run([tool("helm"), *args], capture_output=True, text=True, check=check, timeout=120)
+
+
+def test_helm_lint():
+    res = helm("lint", str(CHART), "--strict")
+    assert "1 chart(s) linted, 0 chart(s) failed" in res.stdout
+
+
+def test_values_schema_rejects_bad_values():
+    res = helm("template", "x", str(CHART), "--set", "rbac.scope=everywhere", check=False)
+    assert res.returncode != 0 and "scope" in res.stderr
+    res = helm("template", "x", str(CHART), "--set", "rbac.scope=namespace", check=False)
+    assert res.returncode != 0 and "watchNamespaces" in res.stderr
+
+
+@pytest.mark.parametrize("sets", [[], ["--set", "rbac.scope=namespace", "--set", "watchNamespaces={team-a,team-b}",
+                                       "--set", "serviceMonitor.enabled=false"]],
+                         ids=["cluster-scope", "namespace-scope"])
+def test_template_passes_server_side_dry_run(chart, sets):
+    rendered = helm("template", "dry", str(CHART), "--namespace", OPERATOR_NS, *sets).stdout
+    for ns in ("team-a", "team-b"):  # the namespaces the namespace-scoped Roles go to
+        kubectl(chart, "create", "namespace", ns, check=False)
+    res = kubectl(chart, "apply", "--dry-run=server", "--server-side", "-f", "-", input=rendered, check=False)
+    assert res.returncode == 0, res.stderr
+    assert "deployment.apps/dry-rewardpool-operator serverside-applied (server dry run)" in res.stdout
+
+
+def test_install_created_the_chart_objects(chart):
+    out = helm("list", "-n", OPERATOR_NS, "--kubeconfig", str(chart.kubeconfig)).stdout
+    assert RELEASE in out and "deployed" in out
+    kubectl(chart, "get", "crd", "rewardpools.rewardpool.io")
+    dep = kubectl(chart, "get", "deployment", f"{RELEASE}-rewardpool-operator", "-n", OPERATOR_NS,
+                  "-o", "jsonpath={.spec.strategy.type} {.spec.template.spec.securityContext.runAsNonRoot} "
+                  "{.spec.template.spec.containers[0].livenessProbe.httpGet.path}").stdout
+    assert dep.split() == ["Recreate", "true", "/healthz"]
+
+
+SA = f"system:serviceaccount:{OPERATOR_NS}:{RELEASE}-rewardpool-operator"
+
+
+@pytest.mark.parametrize("verb,resource,allowed", [
+    ("create", "pods", True), ("delete", "pods", True), ("watch", "rewardpools.rewardpool.io", True),
+    ("patch", "rewardpools.rewardpool.io --subresource=status", True), ("create", "network-attachment-definitions.k8s.cni.cncf.io", True),
+    ("list", "nodes", True), ("create", "events", True),
+    ("get", "secrets", False), ("list", "secrets", False), ("update", "rewardpools.rewardpool.io", False),
+    ("create", "deployments.apps", False), ("delete", "nodes", False), ("create", "clusterrolebindings", False),
+])
+def test_chart_rbac_is_least_privilege(chart, verb, resource, allowed):
+    res = kubectl(chart, "auth", "can-i", verb, *resource.split(), f"--as={SA}", "-n", "default", check=False)
+    assert res.stdout.strip() == ("yes" if allowed else "no"), (verb, resource, res.stdout, res.stderr)
+
+
+def test_operator_identity_is_denied_secrets(operator):
+    res = kubectl(operator.kubeconfig, "get", "secrets", "-n", "default", check=False)
+    assert res.returncode != 0 and "Forbidden" in res.stderr and "cannot list resource \"secrets\"" in res.stderr

@@ -1,0 +1,275 @@
+"""The operator on the real control plane (kwok nodes), running as its own process with the chart's RBAC."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from rewardpool_devcluster import RDMA_LABEL
+from rewardpool_devcluster.stack import kubectl
+from rewardpool_operator.spec import HASH_LABEL, POOL_LABEL
+from rewardpool_worker.config import ENV_VAR, WorkerConfig
+from tests.conftest import wait_for
+
+G, V, P = "rewardpool.io", "v1alpha1", "rewardpools"
+NAD = ("k8s.cni.cncf.io", "v1", "network-attachment-definitions")
+
+
+def pool_manifest(name: str, replicas: int = 2, **spec) -> dict:
+    base = {
+        "replicas": replicas, "image": "rewardpool-worker:test",
+        "scorer": {"name": "pickscore", "numFrames": 8, "batchSize": 4},
+        "store": {"master": "127.0.0.1:50051", "protocol": "rdma", "devices": ["mlx5_0"]},
+        "sizing": {"samplesPerRollout": 64, "outputBytesPerSample": "269M", "latentBytesPerSample": "10M"},
+        "network": {"ipvlan": {"master": "bond0", "mtu": 4200,
+                               "ipam": {"type": "whereabouts", "range": "192.168.77.0/24"}}},
+    }
+    base.update(spec)
+    return {"apiVersion": f"{G}/{V}", "kind": "RewardPool", "metadata": {"name": name}, "spec": base}
+
+
+class Pools:
+    def __init__(self, api, ns):
+        self.api, self.ns = api, ns
+        self.co, self.core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+
+    def create(self, manifest):
+        return self.co.create_namespaced_custom_object(G, V, self.ns, P, manifest)
+
+    def get(self, name):
+        return self.co.get_namespaced_custom_object(G, V, self.ns, P, name)
+
+    def patch(self, name, patch):
+        return self.co.patch_namespaced_custom_object(G, V, self.ns, P, name, patch)
+
+    def pods(self, name, include_terminating=False):
+        items = self.core.list_namespaced_pod(self.ns, label_selector=f"{POOL_LABEL}={name}").items
+        return [p for p in items if include_terminating or p.metadata.deletion_timestamp is None]
+
+    def condition(self, name, type_):
+        for c in (self.get(name).get("status") or {}).get("conditions", []):
+            if c["type"] == type_:
+                return c
+        return None
+
+    def wait_ready(self, name, replicas, timeout=60):
+        def ready():
+            st = self.get(name).get("status") or {}
+            c = self.condition(name, "Ready")
+            return (c and c["status"] == "True" and st.get("readyReplicas") == replicas
+                    and len(self.pods(name)) == replicas)
+        return wait_for(ready, timeout, what=f"{name} Ready with {replicas} workers")
+
+    def events(self, name):
+        evs = self.core.list_namespaced_event(self.ns, field_selector=f"involvedObject.name={name}").items
+        return [(e.type, e.reason, e.message) for e in evs]
+
+
+@pytest.fixture()
+def pools(api, ns, operator):
+    return Pools(api, ns)
+
+
+def test_pool_becomes_ready_with_correct_pods_nad_and_status(pools, ns, cluster):
+    pools.create(pool_manifest("ps", replicas=3))
+    pools.wait_ready("ps", 3)
+
+    # Placement: only RDMA nodes; pod spec as designed.
+    nodes = {n.metadata.name: n for n in client.CoreV1Api(pools.api).list_node().items}
+    pods = pools.pods("ps")
+    for pod in pods:
+        node = nodes[pod.spec.node_name]
+        assert node.metadata.labels.get(RDMA_LABEL) == "true", f"{pod.metadata.name} on {node.metadata.name}"
+        assert pod.status.phase == "Running"
+        c = pod.spec.containers[0]
+        assert c.security_context.capabilities.add == ["IPC_LOCK"] and not c.security_context.privileged
+        assert not pod.spec.host_network and not any(v.host_path for v in pod.spec.volumes)
+        assert c.resources.limits["rdma/rdma_shared_device_a"] == "1"
+        assert c.resources.limits["memory"] == c.resources.requests["memory"]
+        assert json.loads(pod.metadata.annotations["k8s.v1.cni.cncf.io/networks"])[0]["name"] == "ps-roce"
+        assert pod.metadata.owner_references[0].kind == "RewardPool"
+        env = {e.name: e for e in c.env}
+        cfg = WorkerConfig.from_json(env[ENV_VAR].value)
+        assert cfg.pool == "ps" and cfg.namespace == ns and cfg.store.protocol == "rdma"
+        assert env["POD_IP"].value_from.field_ref.field_path == "status.podIP"
+        assert c.readiness_probe.http_get.path == "/readyz"
+    # The plain node is never used, even with three workers on two RDMA nodes.
+    assert {p.spec.node_name for p in pods} <= {"rdma-node-0", "rdma-node-1"}
+
+    # The NAD: ipvlan on the bond, owned by the pool.
+    nad = client.CustomObjectsApi(pools.api).get_namespaced_custom_object(*NAD[:2], ns, NAD[2], "ps-roce")
+    cfg = json.loads(nad["spec"]["config"])
+    assert (cfg["type"], cfg["master"], cfg["mode"], cfg["mtu"]) == ("ipvlan", "bond0", "l2", 4200)
+    assert nad["metadata"]["ownerReferences"][0]["name"] == "ps"
+
+    # Status: sizing, memory, selector, conditions with observedGeneration.
+    st = pools.get("ps")["status"]
+    assert st["selector"] == f"{POOL_LABEL}=ps" and st["replicas"] == 3 and st["readyReplicas"] == 3
+    assert st["segment"]["mode"] == "auto" and "highWatermark 0.9" in st["segment"]["rule"]
+    assert st["memoryPerWorker"] == pods[0].spec.containers[0].resources.limits["memory"]
+    assert st["networkAttachment"] == f"{ns}/ps-roce"
+    types = {c["type"]: c for c in st["conditions"]}
+    assert set(types) == {"Ready", "Progressing", "Degraded", "InvalidSpec", "NetworkReady"}
+    assert all(c["observedGeneration"] == 1 and c["reason"] and c["message"] for c in types.values())
+    assert types["NetworkReady"]["status"] == "True" and types["Degraded"]["status"] == "False"
+    assert any(r == "WorkerCreated" for _, r, _ in pools.events("ps"))
+
+    # kubectl shows the printer columns.
+    out = kubectl(cluster, "get", "rewardpools", "-n", ns).stdout
+    assert out.split("\n")[0].split()[:5] == ["NAME", "DESIRED", "READY", "QUEUE", "SEGMENT"]
+
+
+def test_drift_is_repaired(pools, ns):
+    pools.create(pool_manifest("drift", replicas=2))
+    pools.wait_ready("drift", 2)
+    victim = pools.pods("drift")[0].metadata.name
+    pools.core.delete_namespaced_pod(victim, ns, grace_period_seconds=0)
+    wait_for(lambda: victim not in [p.metadata.name for p in pools.pods("drift", True)] and
+             len(pools.pods("drift")) == 2, 60, what="deleted pod replaced")
+    pools.wait_ready("drift", 2)
+
+    co = client.CustomObjectsApi(pools.api)
+    co.delete_namespaced_custom_object(*NAD[:2], ns, NAD[2], "drift-roce")
+    wait_for(lambda: co.get_namespaced_custom_object(*NAD[:2], ns, NAD[2], "drift-roce"), 60,
+             what="deleted NAD recreated")
+
+    before = {p.metadata.name for p in pools.pods("drift")}
+    old_hash = {p.metadata.labels[HASH_LABEL] for p in pools.pods("drift")}
+    pools.patch("drift", {"spec": {"image": "rewardpool-worker:v2"}})
+
+    def rolled():
+        pods = pools.pods("drift", include_terminating=True)
+        return (len(pods) == 2 and all(p.spec.containers[0].image == "rewardpool-worker:v2" for p in pods)
+                and not ({p.metadata.name for p in pods} & before))
+    wait_for(rolled, 90, what="pods rolled to the new image")
+    pools.wait_ready("drift", 2)
+    assert {p.metadata.labels[HASH_LABEL] for p in pools.pods("drift")}.isdisjoint(old_hash)
+    assert pools.condition("drift", "Ready")["observedGeneration"] == 2
+
+
+def test_scale_subresource_and_kubectl_scale(pools, ns, cluster):
+    pools.create(pool_manifest("sc", replicas=1))
+    pools.wait_ready("sc", 1)
+    kubectl(cluster, "scale", "rewardpool/sc", "--replicas=4", "-n", ns)
+    pools.wait_ready("sc", 4)
+    scale = pools.co.get_namespaced_custom_object_scale(G, V, ns, P, "sc")
+    assert scale["status"]["replicas"] == 4 and scale["status"]["selector"] == f"{POOL_LABEL}=sc"
+    kubectl(cluster, "scale", "rewardpool/sc", "--replicas=1", "-n", ns)
+    pools.wait_ready("sc", 1)
+    assert any(r == "WorkerDeleted" for _, r, _ in pools.events("sc"))
+
+
+def test_deleting_the_pool_removes_every_owned_object(pools, ns):
+    pools.create(pool_manifest("gone", replicas=2))
+    pools.wait_ready("gone", 2)
+    pools.co.delete_namespaced_custom_object(G, V, ns, P, "gone")
+    co = client.CustomObjectsApi(pools.api)
+
+    def all_gone():
+        nads = co.list_namespaced_custom_object(*NAD[:2], ns, NAD[2])["items"]
+        svcs = pools.core.list_namespaced_service(ns, label_selector=f"{POOL_LABEL}=gone").items
+        return not pools.pods("gone", include_terminating=True) and not nads and not svcs
+    wait_for(all_gone, 90, what="pods, NAD and service garbage-collected")
+
+
+def test_operator_restart_creates_no_duplicates(pools, ns, operator):
+    pools.create(pool_manifest("rs", replicas=3))
+    pools.wait_ready("rs", 3)
+    before = sorted(p.metadata.name for p in pools.pods("rs"))
+    operator.kill()
+    operator.start()
+    time.sleep(5)  # the new operator has listed and reconciled everything by now
+    after = sorted(p.metadata.name for p in pools.pods("rs", include_terminating=True))
+    assert after == before
+
+
+def test_steady_pool_costs_no_writes(pools, ns):
+    pools.create(pool_manifest("calm", replicas=2))
+    pools.wait_ready("calm", 2)
+    time.sleep(3)
+    rv = pools.get("calm")["metadata"]["resourceVersion"]
+    pod_rvs = {p.metadata.name: p.metadata.resource_version for p in pools.pods("calm")}
+    n_events = len(pools.events("calm"))
+    pools.patch("calm", {"metadata": {"annotations": {"poke": "1"}}})  # forces a reconcile of an unchanged spec
+    time.sleep(5)
+    assert pools.get("calm")["metadata"]["resourceVersion"] != rv  # our own annotation write
+    st_before = pools.get("calm")["status"]
+    time.sleep(3)
+    assert pools.get("calm")["status"] == st_before
+    assert {p.metadata.name: p.metadata.resource_version for p in pools.pods("calm")} == pod_rvs
+    assert len(pools.events("calm")) == n_events
+
+
+def test_workers_that_fit_no_node_get_a_condition_not_pending_pods(pools, ns):
+    # 1 replica of a 64-sample x 20G rollout: ~1.4 TiB segment, far above the 1 TiB nodes.
+    pools.create(pool_manifest("huge", replicas=1, sizing={"samplesPerRollout": 64, "outputBytesPerSample": "20G"}))
+    c = wait_for(lambda: (x := pools.condition("huge", "Degraded")) and x["status"] == "True" and x, 60,
+                 what="Degraded condition")
+    assert c["reason"] == "WorkersDoNotFit" and "largest RDMA node" in c["message"]
+    assert pools.condition("huge", "Ready")["status"] == "False"
+    assert pools.pods("huge") == []
+    events = pools.events("huge")
+    assert ("Warning", "WorkersDoNotFit") in [(t, r) for t, r, _ in events]
+    # The registration limit is flagged too (a 1.4 TiB segment is one registration of > 64 GiB).
+    assert "max_mr_size" in c["message"]
+
+
+def test_semantic_problem_is_a_condition_and_the_operator_keeps_working(pools, ns):
+    pools.create(pool_manifest("typo", replicas=1, scorer={"name": "pikscore"}))
+    c = wait_for(lambda: (x := pools.condition("typo", "InvalidSpec")) and x["status"] == "True" and x, 60,
+                 what="InvalidSpec condition")
+    assert c["reason"] == "UnknownScorer" and "pikscore" in c["message"] and "pickscore" in c["message"]
+    assert pools.pods("typo") == []
+    assert ("Warning", "UnknownScorer") in [(t, r) for t, r, _ in pools.events("typo")]
+    # Another pool is served meanwhile, and fixing the typo brings the workers.
+    pools.create(pool_manifest("fine", replicas=1))
+    pools.wait_ready("fine", 1)
+    pools.patch("typo", {"spec": {"scorer": {"name": "pickscore"}}})
+    pools.wait_ready("typo", 1)
+    assert pools.condition("typo", "InvalidSpec")["status"] == "False"
+
+
+def test_external_attachment_missing_blocks_pods(pools, ns):
+    pools.create(pool_manifest("ext", replicas=1, network={"attachment": "roce-shared"}))
+    c = wait_for(lambda: (x := pools.condition("ext", "NetworkReady")) and x["status"] == "False" and x, 60,
+                 what="NetworkReady False")
+    assert c["reason"] == "AttachmentNotFound" and f"{ns}/roce-shared" in c["message"]
+    assert pools.pods("ext") == []
+    client.CustomObjectsApi(pools.api).create_namespaced_custom_object(*NAD[:2], ns, NAD[2], {
+        "apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+        "metadata": {"name": "roce-shared"}, "spec": {"config": "{}"}})
+    pools.patch("ext", {"metadata": {"annotations": {"retry": "1"}}})
+    pools.wait_ready("ext", 1)
+    pod = pools.pods("ext")[0]
+    assert json.loads(pod.metadata.annotations["k8s.v1.cni.cncf.io/networks"])[0]["name"] == "roce-shared"
+
+
+def test_missing_nad_crd_gives_network_condition_and_no_broken_pods(pools, ns, cluster):
+    from rewardpool_devcluster.nodes import NAD_CRD
+
+    ext = client.ApiextensionsV1Api(pools.api)
+    ext.delete_custom_resource_definition(NAD_CRD["metadata"]["name"])
+    wait_for(lambda: _crd_gone(ext), 60, what="NAD CRD deleted")
+    try:
+        pools.create(pool_manifest("nocrd", replicas=2))
+        c = wait_for(lambda: (x := pools.condition("nocrd", "NetworkReady")) and x["status"] == "False" and x, 60,
+                     what="NetworkReady False")
+        assert c["reason"] == "NetworkAttachmentCRDMissing" and "Multus" in c["message"]
+        assert pools.pods("nocrd") == []
+        assert ("Warning", "NetworkAttachmentCRDMissing") in [(t, r) for t, r, _ in pools.events("nocrd")]
+    finally:
+        cluster.apply_objects([NAD_CRD])
+        cluster.wait_crd_established(NAD_CRD["metadata"]["name"])
+    pools.patch("nocrd", {"metadata": {"annotations": {"retry": "1"}}})
+    pools.wait_ready("nocrd", 2, timeout=90)
+
+
+def _crd_gone(ext) -> bool:
+    try:
+        ext.read_custom_resource_definition("network-attachment-definitions.k8s.cni.cncf.io")
+        return False
+    except ApiException as e:
+        return e.status == 404
