@@ -15,7 +15,7 @@ log() { echo "[devcluster/build] $(date +%H:%M:%S) $*" >&2; }
 
 want=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwok-stages.yaml)
 missing=()
-for b in "${want[@]}"; do [ -x "$BIN/$b" ] || missing+=("$b"); done
+for b in "${want[@]}"; do [ -e "$BIN/$b" ] || missing+=("$b"); done
 if [ ${#missing[@]} -eq 0 ]; then echo "$BIN"; exit 0; fi
 mkdir -p "$BIN"
 log "building ${missing[*]} into $BIN (cold: 10-30 min on 2 cores)"

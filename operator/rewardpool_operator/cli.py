@@ -62,6 +62,12 @@ def cmd_size(args) -> int:
     return 0
 
 
+def _bench_ready(args) -> int:
+    from rewardpool_devcluster.bench_ready import bench_ready  # dev tooling: needs the local control plane
+
+    return bench_ready(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="rewardpool", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -97,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     ready = bsub.add_parser("ready", help="apply-to-all-Ready latency of a pool on the local control plane")
     ready.add_argument("--workers", type=int, default=16)
     ready.add_argument("--runs", type=int, default=5)
-    ready.set_defaults(func=lambda a: __import__("rewardpool_operator.bench", fromlist=["x"]).bench_ready(a))
+    ready.set_defaults(func=_bench_ready)
 
     args = ap.parse_args(argv)
     return args.func(args)
