@@ -3,7 +3,7 @@
 # into it in editable mode (cheap, so every clone points the venv at itself). Prints the venv path.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-extras="${REWARDPOOL_EXTRAS:-dev}"
+extras="${REWARDPOOL_EXTRAS:-worker,dev}"
 cache="${REWARDPOOL_CACHE:-$HOME/.cache/rewardpool}"
 # The venv is keyed by the resolved dependency list (not the whole pyproject), so unrelated edits reuse it.
 deps=$(python3 - "$root/pyproject.toml" "$extras" <<'PY'

@@ -1,0 +1,137 @@
+"""Store access and the registered reader on a real mooncake_master, with outputs put by another process."""
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+from rewardpool_worker.config import StoreConfig
+from rewardpool_worker.reader import RegisteredTensorReader
+from rewardpool_worker.records import OutputRef
+from rewardpool_worker.store import LeaseHeld, MasterUnreachable, ObjectNotFound, Store, TransferFailed
+from tests.worker.producer import make_tensor
+
+
+def test_store_read_equals_the_inline_tensor(store, producer):
+    video = producer.put("v1", seed=1, shape=(3, 16, 32, 32))  # C, F, H, W float32, in the producer's segment
+    assert video.nbytes == 3 * 16 * 32 * 32 * 4 and video.dtype == "float32"
+    reader = RegisteredTensorReader(store)
+    got = reader.read(video)
+    assert got.dtype == torch.float32 and got.shape == (3, 16, 32, 32)
+    assert torch.equal(got, make_tensor(1, [3, 16, 32, 32], "float32"))
+    u8 = producer.put("img-u8", seed=2, shape=(3, 8, 8), dtype="uint8")
+    assert torch.equal(reader.read(u8), make_tensor(2, [3, 8, 8], "uint8"))
+
+
+def test_registers_once_and_again_only_to_grow(store, producer):
+    small = producer.put("g-small", seed=3, shape=(1024,))
+    big = producer.put("g-big", seed=4, shape=(4, 1024, 1024))  # 16 MiB
+    reader = RegisteredTensorReader(store)
+    for _ in range(5):
+        reader.read(small)
+    assert reader.stats.registrations == 1
+    assert torch.equal(reader.read(big), make_tensor(4, [4, 1024, 1024], "float32"))
+    assert reader.stats.registrations == 2
+    for _ in range(5):
+        reader.read(small)
+        reader.read(big)
+    assert reader.stats.registrations == 2
+    assert reader.stats.reads == 16 and reader.stats.bytes_read == 10 * 4096 + 6 * 16 * 2**20
+
+
+def test_200_reads_from_8_threads_each_get_their_own_tensor(store, producer):
+    refs = [producer.put(f"t-{i}", seed=100 + i, shape=(3, 4, 16 + i, 16)) for i in range(20)]
+    expected = {r.key: make_tensor(100 + i, list(r.shape), "float32") for i, r in enumerate(refs)}
+    reader = RegisteredTensorReader(store)
+
+    def work(n):
+        bad = 0
+        for j in range(25):
+            r = refs[(n * 7 + j * 3) % len(refs)]
+            if not torch.equal(reader.read(r), expected[r.key]):
+                bad += 1
+        return bad
+
+    with ThreadPoolExecutor(8) as pool:
+        assert sum(pool.map(work, range(8))) == 0
+    assert reader.stats.reads == 200
+
+
+def test_views_are_zero_copy_and_hold_the_buffer_until_released(store, producer):
+    refs = [producer.put(f"view-{i}", seed=200 + i, shape=(3, 2, 8, 8)) for i in range(3)]
+    reader = RegisteredTensorReader(store)
+    lease = reader.view_many(refs)
+    buf = reader._buf
+    lo, hi = buf.data_ptr(), buf.data_ptr() + buf.numel()
+    for i, v in enumerate(lease.tensors):
+        assert lo <= v.data_ptr() < hi  # a view of the registered buffer, not a copy
+        assert torch.equal(v, make_tensor(200 + i, [3, 2, 8, 8], "float32"))
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (reader.read(refs[0]), done.set()))
+    t.start()
+    time.sleep(0.3)
+    assert not done.is_set(), "a read overwrote the buffer while views were leased"
+    lease.release()
+    t.join(10)
+    assert done.is_set()
+    lease.release()  # idempotent
+    with reader.view_many(refs[:1]) as views:
+        assert torch.equal(views[0], make_tensor(200, [3, 2, 8, 8], "float32"))
+    reader.read(refs[1])  # the with-block released the buffer
+
+
+def test_missing_key_is_a_clear_error(store):
+    reader = RegisteredTensorReader(store)
+    with pytest.raises(ObjectNotFound, match="'never-put'.*OBJECT_NOT_FOUND"):
+        reader.read(OutputRef("never-put", 64, "float32", (16,)))
+
+
+def test_remove_inside_the_read_lease_is_reported_not_silent(store, producer):
+    ref = producer.put("leased", seed=5, shape=(256,))
+    RegisteredTensorReader(store).read(ref)
+    with pytest.raises(LeaseHeld, match="OBJECT_HAS_LEASE"):
+        store.remove("leased")
+    assert store.exists("leased")
+    store.remove("leased", force=True)
+    assert not store.exists("leased")
+
+
+def test_dead_master_fails_fast_with_a_clear_message():
+    from rewardpool_devcluster.cluster import free_port
+
+    t0 = time.monotonic()
+    with pytest.raises(MasterUnreachable, match=r"mooncake_master 127\.0\.0\.1:\d+.*is the master running"):
+        Store.connect(StoreConfig(master=f"127.0.0.1:{free_port()}", protocol="tcp", segment_bytes=0,
+                                  local_buffer_bytes=1 << 20), "127.0.0.1")
+    assert time.monotonic() - t0 < 30
+
+
+def test_segment_owner_dying_is_a_transfer_error(master, store):
+    from tests.worker.conftest import Producer
+
+    p = Producer(master)
+    ref = p.put("orphan", seed=6, shape=(1024,))
+    p.kill()
+    with pytest.raises((TransferFailed, ObjectNotFound)):
+        RegisteredTensorReader(store).read(ref)
+
+
+def test_a_read_that_outlasts_the_lease_is_a_clear_error(tmp_path):
+    from tests.worker.conftest import Master, Producer
+    from rewardpool_worker.store import LeaseExpired
+
+    m = Master(tmp_path, lease_ms=1)  # a 1 ms lease: any 64 MiB read over TCP outlasts it
+    p = Producer(m)
+    try:
+        s = Store.connect(StoreConfig(master=m.address, protocol="tcp", segment_bytes=0,
+                                      local_buffer_bytes=16 << 20), "127.0.0.1")
+        ref = p.put("slow", seed=7, shape=(16, 1024, 1024))
+        with pytest.raises(LeaseExpired, match="'slow'.*outlasted the object's lease"):
+            RegisteredTensorReader(s).read(ref)
+        s.close()
+    finally:
+        p.close()
+        m.stop()

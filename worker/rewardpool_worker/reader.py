@@ -1,0 +1,121 @@
+"""RegisteredTensorReader: reads stored outputs into one buffer that stays registered with the store.
+
+Registering memory is the expensive part of an RDMA read (it pins pages; on a busy NUMA node the kernel
+reclaims and compacts inside the call: 0.18 s of a 0.23 s read in the origin's measurements, up to tens of
+seconds). The reader registers when first needed and again only to grow, so a worker pays it at most a few
+times. One lock serialises use of the buffer, so concurrent callers each get their own correct tensor.
+
+Two ways out of the buffer: `read`/`read_many` copy into fresh tensors (the buffer is free again at once);
+`view_many` returns views of the registered buffer with no copy and holds the buffer until the returned
+lease is released (the copy costs ~0.58 s per 1.33 GB output on one core)."""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import torch
+
+from .records import OutputRef
+from .store import Store
+
+MiB = 2**20
+ALIGN = 64  # each output starts on a 64-byte boundary, so any dtype view is aligned
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+@dataclass
+class ReaderStats:
+    registrations: int = 0
+    reads: int = 0
+    bytes_read: int = 0
+    capacity: int = 0
+
+
+class ViewLease:
+    """Views of the registered buffer, valid until `release()` (or the end of a `with` block)."""
+
+    def __init__(self, reader: "RegisteredTensorReader", tensors: list[torch.Tensor]):
+        self._reader, self.tensors, self._released = reader, tensors, False
+
+    def release(self) -> None:
+        if not self._released:
+            self._released = True
+            self.tensors = []
+            self._reader._lock.release()
+
+    def __enter__(self) -> list[torch.Tensor]:
+        return self.tensors
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def __del__(self):  # a forgotten lease must not wedge the reader forever
+        self.release()
+
+
+@dataclass
+class RegisteredTensorReader:
+    store: Store
+    initial_bytes: int = 0
+    stats: ReaderStats = field(default_factory=ReaderStats)
+
+    def __post_init__(self):
+        self._lock = threading.Lock()
+        self._buf: torch.Tensor | None = None
+
+    def _ensure(self, nbytes: int) -> torch.Tensor:
+        """Caller holds the lock. Register once; re-register only when a read needs more room."""
+        if self._buf is not None and self._buf.numel() >= nbytes:
+            return self._buf
+        size = max(nbytes, self.initial_bytes)
+        size = (size + MiB - 1) // MiB * MiB
+        if self._buf is not None:
+            self.store.unregister(self._buf)
+            self._buf = None
+        buf = torch.empty(size, dtype=torch.uint8)
+        self.store.register(buf)
+        self._buf = buf
+        self.stats.registrations += 1
+        self.stats.capacity = size
+        return buf
+
+    def _read_into_buffer(self, refs: list[OutputRef]) -> list[torch.Tensor]:
+        offsets, total = [], 0
+        for r in refs:
+            offsets.append(total)
+            total += _align(r.nbytes)
+        buf = self._ensure(total)
+        base = buf.data_ptr()
+        self.store.batch_get_into([r.key for r in refs], [base + o for o in offsets], [r.nbytes for r in refs])
+        self.stats.reads += len(refs)
+        self.stats.bytes_read += sum(r.nbytes for r in refs)
+        return [buf[o:o + r.nbytes].view(r.torch_dtype).view(r.shape) for o, r in zip(offsets, refs)]
+
+    def read_many(self, refs: list[OutputRef]) -> list[torch.Tensor]:
+        """Read outputs and return copies (the buffer is free again on return)."""
+        if not refs:
+            return []
+        with self._lock:
+            return [v.clone() for v in self._read_into_buffer(refs)]
+
+    def read(self, ref: OutputRef) -> torch.Tensor:
+        return self.read_many([ref])[0]
+
+    def view_many(self, refs: list[OutputRef]) -> ViewLease:
+        """Read outputs and return views of the registered buffer, no copy. Other reads wait until the
+        lease is released."""
+        self._lock.acquire()
+        try:
+            return ViewLease(self, self._read_into_buffer(refs))
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def close(self) -> None:
+        with self._lock:
+            if self._buf is not None:
+                self.store.unregister(self._buf)
+                self._buf = None

@@ -1,0 +1,133 @@
+"""The Mooncake store as the worker uses it: built from the worker config, failing fast when the master is
+unreachable, with Mooncake's integer codes turned into typed errors."""
+from __future__ import annotations
+
+import logging
+import os
+
+import torch
+
+from .config import StoreConfig
+
+log = logging.getLogger("rewardpool.worker.store")
+
+
+class StoreError(RuntimeError):
+    code: int | None = None
+
+    def __init__(self, message: str, code: int | None = None):
+        super().__init__(message)
+        self.code = code
+
+
+class MasterUnreachable(StoreError):
+    pass
+
+
+class ObjectNotFound(StoreError):
+    pass
+
+
+class LeaseHeld(StoreError):
+    """A remove inside the read lease: the object is still held; retry after the lease or force."""
+
+
+class LeaseExpired(StoreError):
+    """A read outlasted Mooncake's lease: the data it returned cannot be trusted."""
+
+
+class NoSpace(StoreError):
+    pass
+
+
+class TransferFailed(StoreError):
+    """The segment holding the object is gone (its owner died) or the transfer broke."""
+
+
+class InvalidParams(StoreError):
+    pass
+
+
+_CODES = {-200: (NoSpace, "no segment can hold it (NO_AVAILABLE_HANDLE)"),
+          -600: (InvalidParams, "invalid parameters (buffer too small or larger than the local buffer)"),
+          -704: (ObjectNotFound, "no such object (OBJECT_NOT_FOUND)"),
+          -706: (LeaseHeld, "the object is leased by a recent read (OBJECT_HAS_LEASE)"),
+          -707: (LeaseExpired, "the read outlasted the object's lease (LEASE_EXPIRED)"),
+          -800: (TransferFailed, "transfer failed: the segment owner is gone (TRANSFER_FAIL)")}
+
+
+def check(code: int, op: str, key: str | None = None) -> int:
+    """Raise the typed error for a negative Mooncake return code; pass other values through."""
+    if code >= 0:
+        return code
+    cls, what = _CODES.get(code, (StoreError, "store error"))
+    target = f" {key!r}" if key is not None else ""
+    raise cls(f"{op}{target}: {what} [code {code}]", code)
+
+
+class Store:
+    """One Mooncake client. `hostname` is the address other clients use to reach this one's segment."""
+
+    def __init__(self, raw, hostname: str, cfg: StoreConfig):
+        self.raw, self.hostname, self.cfg = raw, hostname, cfg
+
+    @classmethod
+    def connect(cls, cfg: StoreConfig, local_hostname: str) -> "Store":
+        from mooncake.store import MooncakeDistributedStore
+
+        # Fail in seconds, not minutes, against a dead master; bind TCP to our own address, never eth0's.
+        os.environ.setdefault("MC_STORE_CLIENT_SETUP_RETRIES", "1")
+        if cfg.protocol == "tcp":
+            os.environ.setdefault("MC_TCP_BIND_ADDRESS", local_hostname)
+        raw = MooncakeDistributedStore()
+        rc = raw.setup(local_hostname, cfg.metadata_server, cfg.segment_bytes, cfg.local_buffer_bytes,
+                       cfg.protocol, ",".join(cfg.devices), cfg.master)
+        if rc != 0:
+            raise MasterUnreachable(
+                f"cannot set up a store client against mooncake_master {cfg.master} (metadata "
+                f"{cfg.metadata_server}, protocol {cfg.protocol}, local {local_hostname}): setup returned {rc}; "
+                "is the master running and reachable?", rc)
+        log.info("store client ready: master=%s local=%s segment=%d", cfg.master, local_hostname, cfg.segment_bytes)
+        return cls(raw, raw.get_hostname() if hasattr(raw, "get_hostname") else local_hostname, cfg)
+
+    # registration
+    def register(self, buf: torch.Tensor) -> None:
+        check(self.raw.register_buffer(buf.data_ptr(), buf.numel() * buf.element_size()), "register_buffer")
+
+    def unregister(self, buf: torch.Tensor) -> None:
+        check(self.raw.unregister_buffer(buf.data_ptr()), "unregister_buffer")
+
+    # data
+    def put_bytes(self, key: str, data: torch.Tensor, preferred_segment: str | None = None) -> None:
+        """Put a uint8 tensor's bytes. The memory is registered for the put and unregistered after."""
+        from mooncake.store import ReplicateConfig
+
+        cfg = ReplicateConfig()
+        if preferred_segment:
+            cfg.preferred_segment = preferred_segment
+        self.register(data)
+        try:
+            check(self.raw.put_from(key, data.data_ptr(), data.numel(), cfg), "put", key)
+        finally:
+            self.unregister(data)
+
+    def get_into(self, key: str, ptr: int, nbytes: int) -> int:
+        n = check(self.raw.get_into(key, ptr, nbytes), "get", key)
+        if n != nbytes:
+            raise InvalidParams(f"get {key!r}: read {n} bytes, the ref says {nbytes}")
+        return n
+
+    def batch_get_into(self, keys: list[str], ptrs: list[int], sizes: list[int]) -> None:
+        for key, size, n in zip(keys, sizes, self.raw.batch_get_into(keys, ptrs, sizes)):
+            check(n, "get", key)
+            if n != size:
+                raise InvalidParams(f"get {key!r}: read {n} bytes, the ref says {size}")
+
+    def remove(self, key: str, force: bool = False) -> None:
+        check(self.raw.remove(key, force), "remove", key)
+
+    def exists(self, key: str) -> bool:
+        return check(self.raw.is_exist(key), "is_exist", key) == 1
+
+    def close(self) -> None:
+        self.raw.close()
