@@ -5,7 +5,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 PYTEST_ARGS ?=
 
-.PHONY: demo down test unit integration deps controlplane bench-ready render lint
+.PHONY: demo down test unit integration worker deps controlplane bench-ready render lint
 
 deps:
 	bash scripts/tools.sh >/dev/null
@@ -24,10 +24,11 @@ down:
 	venv=$$(bash scripts/venv.sh)
 	$$venv/bin/python -m rewardpool_devcluster down
 
-# The whole suite: unit tests, then integration tests on the real control plane.
+# The whole suite (unit, worker on a real Mooncake master and Ray, integration on a real control plane),
+# inside a loopback-only network namespace.
 test: deps
 	venv=$$(bash scripts/venv.sh); tools=$$(bash scripts/tools.sh)
-	PATH="$$tools:$$venv/bin:$$PATH" python -m pytest $(PYTEST_ARGS)
+	PATH="$$tools:$$venv/bin:$$PATH" bash scripts/in-netns.sh python -m pytest $(PYTEST_ARGS)
 
 unit:
 	venv=$$(bash scripts/venv.sh)
@@ -35,7 +36,11 @@ unit:
 
 integration: deps
 	venv=$$(bash scripts/venv.sh); tools=$$(bash scripts/tools.sh)
-	PATH="$$tools:$$venv/bin:$$PATH" python -m pytest tests/integration $(PYTEST_ARGS)
+	PATH="$$tools:$$venv/bin:$$PATH" bash scripts/in-netns.sh python -m pytest tests/integration $(PYTEST_ARGS)
+
+worker: deps
+	venv=$$(bash scripts/venv.sh); tools=$$(bash scripts/tools.sh)
+	PATH="$$tools:$$venv/bin:$$PATH" bash scripts/in-netns.sh python -m pytest tests/worker $(PYTEST_ARGS)
 
 # apply-to-all-Ready latency of a 16-worker pool (median of runs) on the local control plane.
 bench-ready: deps

@@ -55,6 +55,11 @@ class Master:
                     pass
         return out
 
+    def keys(self) -> set[str]:
+        """Keys the master holds, read from its admin endpoint (a client's is_exist would take a lease)."""
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/get_all_keys", timeout=2).read()
+        return set(filter(None, text.decode().splitlines()))
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -120,3 +125,27 @@ def store(master):
                                   local_buffer_bytes=16 << 20), "127.0.0.1")
     yield s
     s.close()
+
+
+def isolated_network() -> bool:
+    """True inside a network namespace with only loopback addresses (where `make test` runs the suite)."""
+    out = subprocess.run(["ip", "-o", "addr", "show"], capture_output=True, text=True).stdout
+    addrs = [line.split()[3] for line in out.splitlines() if " inet" in line]
+    return all(a.startswith("127.") or a.startswith("::1") for a in addrs)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A real local Ray cluster. Ray picks this machine's external address unless that address does not
+    exist, so these tests insist on the loopback-only network namespace `make test` runs them in."""
+    if not isolated_network():
+        pytest.fail("Ray tests must run in a loopback-only network namespace (run them with `make test`): "
+                    "outside one, Ray would use this machine's external address")
+    import ray
+
+    repo = str(__import__("pathlib").Path(__file__).resolve().parents[2])
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))
+    ray.init(num_cpus=4, object_store_memory=256 << 20, include_dashboard=False, namespace="rewardpool",
+             log_to_driver=False)
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()

@@ -18,8 +18,9 @@ class StoredOutputRewardActor:
         self._lock = threading.Lock()
         self.in_flight = 0
         self.pending_bytes = 0
-        self.last_read_s = 0.0
-        self.last_score_s = 0.0
+        self.batches = 0
+        self.read_times: list[float] = []  # since the last stats() snapshot
+        self.score_times: list[float] = []
 
     def materialise(self, outputs: list[OutputRef | torch.Tensor]) -> list[torch.Tensor]:
         refs = [o for o in outputs if isinstance(o, OutputRef)]
@@ -40,11 +41,25 @@ class StoredOutputRewardActor:
             tensors = self.materialise(outputs)
             t1 = time.perf_counter()
             scores = [float(s) for s in self.scorer.score_batch(tensors, prompts)]
-            self.last_read_s, self.last_score_s = t1 - t0, time.perf_counter() - t1
             if len(scores) != len(outputs):
                 raise ValueError(f"scorer returned {len(scores)} scores for {len(outputs)} outputs")
+            with self._lock:
+                self.batches += 1
+                self.read_times.append(t1 - t0)
+                self.score_times.append(time.perf_counter() - t1)
             return scores
         finally:
             with self._lock:
                 self.in_flight -= 1
                 self.pending_bytes -= nbytes
+
+    def stats(self) -> dict:
+        """A snapshot for metrics; timing lists are handed over once."""
+        with self._lock:
+            r = self.reader.stats if self.reader else None
+            snap = {"queue_depth": self.in_flight, "in_flight": self.in_flight, "pending_bytes": self.pending_bytes,
+                    "batches": self.batches, "bytes_read": r.bytes_read if r else 0,
+                    "reads": r.reads if r else 0, "registrations": r.registrations if r else 0,
+                    "read_times": self.read_times, "score_times": self.score_times}
+            self.read_times, self.score_times = [], []
+        return snap

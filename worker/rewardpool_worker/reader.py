@@ -94,6 +94,12 @@ class RegisteredTensorReader:
         self.stats.bytes_read += sum(r.nbytes for r in refs)
         return [buf[o:o + r.nbytes].view(r.torch_dtype).view(r.shape) for o, r in zip(offsets, refs)]
 
+    def warm(self) -> None:
+        """Register the initial buffer now, so a ready worker has paid its registration before work comes."""
+        if self.initial_bytes > 0:
+            with self._lock:
+                self._ensure(self.initial_bytes)
+
     def read_many(self, refs: list[OutputRef]) -> list[torch.Tensor]:
         """Read outputs and return copies (the buffer is free again on return)."""
         if not refs:

@@ -1,0 +1,215 @@
+"""The worker on real Ray: named actors per pod, the pool client (least outstanding work, retries when an
+actor dies mid-batch), release exactly once, media keep-N, and the entrypoint started with the config the
+operator renders."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import ray
+import torch
+
+from rewardpool_worker.client import Releaser, RewardPoolClient
+from rewardpool_worker.config import RayConfig, ScorerConfig, StoreConfig, WorkerConfig
+from rewardpool_worker.hosting import start_actor
+from rewardpool_worker.reader import RegisteredTensorReader
+from rewardpool_worker.store import Store
+from tests.worker.conftest import Master, Producer
+from tests.worker.producer import make_tensor
+
+
+def worker_cfg(master, pool: str, scorer: dict, ns: str = "t") -> WorkerConfig:
+    return WorkerConfig(pool=pool, namespace=ns,
+                        store=StoreConfig(master=master.address, protocol="tcp", segment_bytes=32 << 20,
+                                          local_buffer_bytes=16 << 20),
+                        scorer=ScorerConfig(**scorer), ray=RayConfig(namespace="rewardpool"),
+                        read_buffer_bytes=1 << 20)
+
+
+@pytest.fixture()
+def actors(ray_cluster, master, request):
+    made, count = [], {}
+
+    def make(pool, n, scorer=None):
+        cfg = worker_cfg(master, pool, scorer or {"name": "mean-intensity"})
+        for _ in range(n):
+            i = count[pool] = count.get(pool, -1) + 1
+            made.append(start_actor(cfg, f"{pool}-pod-{i}", "127.0.0.1"))
+        return made[-n:]
+    yield make
+    for a in made:
+        ray.kill(a)
+
+
+def test_client_spreads_batches_by_least_outstanding_work(actors, producer):
+    actors("spread", 2, {"class": "tests.worker.custom_scorer:SlowScorer"})
+    client = RewardPoolClient("spread", "t")
+    assert client.refresh() == ["rewardpool:t/spread:spread-pod-0", "rewardpool:t/spread:spread-pod-1"]
+    refs = [producer.put(f"spread-{i}", seed=300 + i, shape=(3, 2, 8, 8)) for i in range(4)]
+    t0 = time.monotonic()
+    futures = [client.submit([r], ["p"]) for r in refs]
+    scores = [f.result(60)[0] for f in futures]
+    elapsed = time.monotonic() - t0
+    assert scores == [pytest.approx(float(make_tensor(300 + i, [3, 2, 8, 8], "float32").mean())) for i in range(4)]
+    # 4 batches of 3 s on 2 actors that each read one at a time: ~6 s when spread, 12 s on one actor.
+    assert elapsed < 10.5, f"batches were not spread over both actors ({elapsed:.1f}s)"
+
+
+def test_membership_follows_the_pool(actors):
+    client = RewardPoolClient("grow", "t", refresh_seconds=0)
+    first = actors("grow", 1)
+    assert client.members() == ["rewardpool:t/grow:grow-pod-0"]
+    actors("grow", 1)  # the pool scaled up
+    assert client.members() == ["rewardpool:t/grow:grow-pod-0", "rewardpool:t/grow:grow-pod-1"]
+    ray.kill(first[0])  # and a worker went away
+    deadline = time.monotonic() + 20
+    while client.members() != ["rewardpool:t/grow:grow-pod-1"]:
+        assert time.monotonic() < deadline, client.members()
+        time.sleep(0.2)
+
+
+def test_actor_killed_mid_batch_loses_nothing(actors, producer, master):
+    victims = actors("kill", 2, {"class": "tests.worker.custom_scorer:SlowScorer"})
+    client = RewardPoolClient("kill", "t")
+    refs = [producer.put(f"kill-{i}", seed=400 + i, shape=(3, 2, 8, 8)) for i in range(2)]
+    futures = [client.submit([r], ["p"]) for r in refs]
+    time.sleep(1.0)  # both actors are mid-batch now
+    ray.kill(victims[0])
+    actors("kill", 1, {"class": "tests.worker.custom_scorer:SlowScorer"})  # a replacement joins
+    scores = [f.result(90)[0] for f in futures]
+    assert scores == [pytest.approx(float(make_tensor(400 + i, [3, 2, 8, 8], "float32").mean())) for i in range(2)]
+    assert client.retries >= 1
+    assert {r.key for r in refs} <= master.keys()  # still stored: only the releaser removes outputs
+
+
+def test_release_exactly_once_after_the_last_reward(store, producer, master):
+    refs = [producer.put(f"rel-{i}", seed=500 + i, shape=(64,)) for i in range(4)]
+    rel = Releaser(store)
+    rel.expect(refs, rewards=2)  # e.g. a per-sample reward and a group reward
+    keys = {r.key for r in refs}
+    assert rel.rewarded(refs) == [] and keys <= master.keys()
+    assert rel.rewarded(refs) == [r.key for r in refs]
+    assert not keys & master.keys()
+    assert rel.stats.released == 4 and rel.stats.release_failures == 0
+    with pytest.raises(ValueError, match="not expecting"):
+        rel.rewarded(refs[:1])
+    with pytest.raises(ValueError, match="already released"):
+        rel.expect(refs[:1])
+    assert rel.stats.released == 4  # nothing released twice
+
+
+def test_media_keeps_at_most_n_across_concurrent_batches(store, producer, master):
+    refs = [producer.put(f"media-{i}", seed=600 + i, shape=(3, 4, 4)) for i in range(24)]
+    rel = Releaser(store, media_keep=3, reader=RegisteredTensorReader(store))
+    rel.expect(refs)
+    batches = [refs[i:i + 3] for i in range(0, 24, 3)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(rel.rewarded, batches))
+    assert rel.stats.media_kept == 3 and len(rel.media) == 3
+    for key, tensor in rel.media:
+        i = int(key.split("-")[1])
+        assert torch.equal(tensor, make_tensor(600 + i, [3, 4, 4], "float32"))
+    assert rel.stats.released == 24 and not {r.key for r in refs} & master.keys()
+
+
+def test_failed_media_read_and_failed_delete_do_not_fail_the_rollout(store, producer):
+    refs = [producer.put(f"bad-{i}", seed=700 + i, shape=(16,)) for i in range(3)]
+
+    class BrokenReader:
+        def read(self, ref):
+            raise RuntimeError("media read failed")
+
+    rel = Releaser(store, media_keep=1, reader=BrokenReader())
+    rel.expect(refs)
+    store.remove(refs[2].key, force=True)  # removed behind the releaser's back: its delete will fail
+    assert rel.rewarded(refs) == [r.key for r in refs]
+    assert rel.stats.media_failures == 1 and rel.stats.media_kept == 0
+    assert rel.stats.released == 2 and rel.stats.release_failures == 1
+
+
+def test_release_inside_the_read_lease_removes_once_and_counts_it(tmp_path):
+    m = Master(tmp_path, lease_ms=60_000)  # a lease far longer than the test
+    p = Producer(m)
+    try:
+        s = Store.connect(StoreConfig(master=m.address, protocol="tcp", segment_bytes=0,
+                                      local_buffer_bytes=16 << 20), "127.0.0.1")
+        ref = p.put("fresh", seed=8, shape=(1024,))
+        rel = Releaser(s)
+        rel.expect([ref])
+        RegisteredTensorReader(s).read(ref)  # the read takes a lease
+        assert rel.rewarded([ref]) == ["fresh"]
+        assert rel.stats.lease_forced == 1 and rel.stats.released == 1 and rel.stats.release_failures == 0
+        assert "fresh" not in m.keys()
+        s.close()
+    finally:
+        p.close()
+        m.stop()
+
+
+def test_entrypoint_with_the_operator_rendered_config_becomes_ready_scores_and_drains(
+        ray_cluster, master, producer, tmp_path):
+    from rewardpool_devcluster.cluster import free_port
+    from rewardpool_operator import builders, sizing
+    from rewardpool_operator.spec import Pool
+
+    pool = Pool.from_object({"metadata": {"name": "e2e", "namespace": "t", "uid": "u"}, "spec": {
+        "replicas": 1, "image": "w", "scorer": {"name": "mean-intensity", "numFrames": 2, "batchSize": 2},
+        "store": {"master": master.address, "protocol": "tcp", "segmentSize": "32Mi", "localBufferSize": "16Mi"},
+        "sizing": {"samplesPerRollout": 4, "outputBytesPerSample": "1Mi"},
+        "ray": {"address": ray_cluster, "namespace": "rewardpool"}}})
+    pod = builders.pod_template(pool, sizing.compute(pool.spec))
+    env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"] if "value" in e}
+    cfg = json.loads(env["REWARDPOOL_WORKER_CONFIG"])
+    port = free_port()
+    cfg["http_port"] = port
+    proc = subprocess.Popen([sys.executable, "-m", "rewardpool_worker.main"], env={
+        **os.environ, "REWARDPOOL_WORKER_CONFIG": json.dumps(cfg), "POD_NAME": "e2e-abcde", "POD_IP": "127.0.0.1",
+        "REWARDPOOL_HTTP_HOST": "127.0.0.1", "REWARDPOOL_ANNOTATIONS_FILE": str(tmp_path / "none")},
+        stdout=open(tmp_path / "worker.log", "wb"), stderr=subprocess.STDOUT)
+    try:
+        def get(path):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
+                    return r.status, r.read().decode()
+            except urllib.error.HTTPError as e:
+                return e.code, e.read().decode()
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                code, body = get("/readyz")
+                if code == 200:
+                    break
+            except OSError:
+                pass
+            assert proc.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()[-3000:]
+            time.sleep(0.5)
+        ready = json.loads(body)
+        assert ready["buffer_registered"] and ready["model_loaded"] and ready["store"]
+
+        client = RewardPoolClient("e2e", "t")
+        assert client.refresh() == ["rewardpool:t/e2e:e2e-abcde"]
+        ref = producer.put("e2e-out", seed=800, shape=(3, 5, 8, 8))
+        video = make_tensor(800, [3, 5, 8, 8], "float32")
+        from rewardpool_worker.frames import to_uint8
+        assert client.score([ref], ["x"]) == [pytest.approx(float(to_uint8(video[:, [0, 4]]).float().mean() / 255))]
+        time.sleep(1.5)
+        metrics = get("/metrics")[1]
+        assert "rewardpool_worker_batches_total 1.0" in metrics
+        assert "rewardpool_worker_buffer_registrations 1.0" in metrics
+
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+        log = (tmp_path / "worker.log").read_text()
+        assert "drained after 1 batches" in log
+    finally:
+        if proc.poll() is None:
+            proc.kill()

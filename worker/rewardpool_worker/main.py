@@ -1,0 +1,147 @@
+"""Worker entrypoint (the image's command): read the config the operator rendered, find the RoCE address,
+join Ray, host this pod's reward actor, serve /healthz /readyz /metrics, and drain on SIGTERM or POST /drain."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from .config import ANNOTATIONS_FILE, WorkerConfig
+from .metrics import WorkerMetrics
+from .network import local_hostname
+
+log = logging.getLogger("rewardpool.worker")
+
+
+class State:
+    def __init__(self):
+        self.phase = "starting"  # starting -> ready -> draining -> drained
+        self.detail: dict = {}
+        self.stop = threading.Event()
+
+    @property
+    def ready(self) -> bool:
+        return self.phase == "ready"
+
+
+def serve_http(host: str, port: int, state: State, metrics: WorkerMetrics) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def _send(self, code: int, body: bytes, ctype: str = "application/json"):
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            if self.path == "/healthz":
+                self._send(200, json.dumps({"phase": state.phase}).encode())
+            elif self.path == "/readyz":
+                self._send(200 if state.ready else 503, json.dumps({"phase": state.phase, **state.detail}).encode())
+            elif self.path == "/metrics":
+                self._send(200, generate_latest(metrics.registry), CONTENT_TYPE_LATEST)
+            else:
+                self._send(404, b"{}")
+
+        def do_POST(self):
+            if self.path == "/drain":
+                state.stop.set()
+                self._send(202, json.dumps({"phase": "draining"}).encode())
+            else:
+                self._send(404, b"{}")
+
+        def log_message(self, *args):  # probes every few seconds: keep them out of the log
+            pass
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True, name="http").start()
+    return server
+
+
+def connect_ray(cfg: WorkerConfig, node_ip: str) -> None:
+    """Join the configured Ray cluster through a Ray node on this host (started here if there is none), or
+    start a private Ray when no address is configured."""
+    import ray
+
+    kw = {"namespace": cfg.ray.namespace, "log_to_driver": False}
+    if not cfg.ray.address:
+        ray.init(num_cpus=int(os.environ.get("REWARDPOOL_RAY_CPUS", "2")), include_dashboard=False,
+                 object_store_memory=int(os.environ.get("REWARDPOOL_RAY_OBJECT_STORE", str(256 << 20))), **kw)
+        return
+    try:
+        ray.init(address=cfg.ray.address, **kw)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        log.info("no Ray node on this host (%s); starting one that joins %s", e, cfg.ray.address)
+        subprocess.run(["ray", "start", f"--address={cfg.ray.address}", f"--node-ip-address={node_ip}",
+                        "--num-cpus=" + os.environ.get("REWARDPOOL_RAY_CPUS", "2")], check=True)
+        ray.init(address=cfg.ray.address, **kw)
+
+
+def install_signal_handlers(state: State) -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: state.stop.set())
+
+
+def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain_timeout: float) -> int:
+    import ray
+
+    from .hosting import start_actor
+
+    hostname = local_hostname(cfg.store.protocol, cfg.network_attachment,
+                              os.environ.get("REWARDPOOL_ANNOTATIONS_FILE", ANNOTATIONS_FILE))
+    connect_ray(cfg, hostname)
+    install_signal_handlers(state)  # again: ray.init replaces SIGTERM's handler with its own
+    actor = start_actor(cfg, pod, hostname)
+    state.detail = ray.get(actor.ready.remote())
+    state.phase = "ready"
+    log.info("worker ready: actor %s, store client %s", cfg.actor_name(pod), state.detail.get("store_hostname"))
+    while not state.stop.is_set():
+        metrics.update(ray.get(actor.stats.remote()))
+        state.stop.wait(1.0)
+
+    state.phase = "draining"
+    log.info("draining: no new batches; finishing in-flight work (at most %.0fs)", drain_timeout)
+    stats = ray.get(actor.drain.remote())
+    deadline = time.monotonic() + drain_timeout
+    while stats["in_flight"] > 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        stats = ray.get(actor.stats.remote())
+        metrics.update(stats)
+    metrics.update(stats)
+    if stats["in_flight"] > 0:
+        log.error("drain timed out with %d batches in flight", stats["in_flight"])
+        return 1
+    state.phase = "drained"
+    log.info("drained after %d batches", stats["batches"])
+    ray.kill(actor)
+    ray.shutdown()
+    return 0
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout,
+                        format='{"ts": "%(asctime)s", "level": "%(levelname)s", "logger": "%(name)s", "msg": %(message)r}')
+    cfg = WorkerConfig.from_env()
+    pod = os.environ.get("POD_NAME") or socket.gethostname()
+    state, metrics = State(), WorkerMetrics()
+    serve_http(os.environ.get("REWARDPOOL_HTTP_HOST", "0.0.0.0"), cfg.http_port, state, metrics)
+    install_signal_handlers(state)
+    try:
+        return run(cfg, pod, state, metrics, float(os.environ.get("REWARDPOOL_DRAIN_TIMEOUT", "280")))
+    except Exception:
+        log.exception("worker failed")
+        state.phase = "failed"
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
