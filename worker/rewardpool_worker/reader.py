@@ -125,3 +125,11 @@ class RegisteredTensorReader:
             if self._buf is not None:
                 self.store.unregister(self._buf)
                 self._buf = None
+
+    def __del__(self):
+        # The store refuses to register memory overlapping a registered region: a dropped reader's buffer
+        # must be unregistered before its memory can come back in another allocation.
+        try:
+            self.close()
+        except Exception:
+            pass
