@@ -5,7 +5,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 PYTEST_ARGS ?=
 
-.PHONY: demo down test unit integration worker deps controlplane bench-ready render lint
+.PHONY: demo down test unit integration worker deps controlplane bench-ready bench-read render lint
 
 deps:
 	bash scripts/tools.sh >/dev/null
@@ -46,6 +46,11 @@ worker: deps
 bench-ready: deps
 	venv=$$(bash scripts/venv.sh); tools=$$(bash scripts/tools.sh)
 	PATH="$$tools:$$venv/bin:$$PATH" rewardpool bench ready --workers 16 --runs 5
+
+# Store read paths compared in one run (269 MB and 1.23 GB outputs), in the loopback-only namespace.
+bench-read: deps
+	venv=$$(bash scripts/venv.sh)
+	PATH="$$venv/bin:$$PATH" bash scripts/in-netns.sh rewardpool bench read
 
 lint:
 	tools=$$(bash scripts/tools.sh)

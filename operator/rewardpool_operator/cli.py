@@ -68,6 +68,12 @@ def _bench_ready(args) -> int:
     return bench_ready(args)
 
 
+def _bench_read(args) -> int:
+    from rewardpool_worker.bench_read import main as bench_read  # needs the worker extra
+
+    return bench_read(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="rewardpool", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -104,6 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     ready.add_argument("--workers", type=int, default=16)
     ready.add_argument("--runs", type=int, default=5)
     ready.set_defaults(func=_bench_ready)
+
+    read = bsub.add_parser("read", help="store read paths compared: fresh registration, registered reader, views")
+    read.add_argument("--sizes", nargs="+", default=[str(269_000_000), str(1_230_000_000)],
+                      help="output sizes in bytes (default: an LTX-2.3 video and a MiniMax-H3 output)")
+    read.add_argument("--repeats", type=int, default=3)
+    read.set_defaults(func=_bench_read)
 
     args = ap.parse_args(argv)
     return args.func(args)

@@ -11,7 +11,7 @@ from rewardpool_worker.frames import frame_indices, to_uint8
 from rewardpool_worker.reader import RegisteredTensorReader
 from rewardpool_worker.scorers import build_scorer, scorer_class
 from tests.worker import tiny_clip
-from tests.worker.producer import make_tensor
+from rewardpool_devcluster.producer import make_tensor
 
 
 @pytest.fixture(scope="session")

@@ -22,8 +22,8 @@ from rewardpool_worker.config import RayConfig, ScorerConfig, StoreConfig, Worke
 from rewardpool_worker.hosting import start_actor
 from rewardpool_worker.reader import RegisteredTensorReader
 from rewardpool_worker.store import Store
-from tests.worker.conftest import Master, Producer
-from tests.worker.producer import make_tensor
+from rewardpool_devcluster.mooncake import Master, Producer
+from rewardpool_devcluster.producer import make_tensor
 
 
 def worker_cfg(master, pool: str, scorer: dict, ns: str = "t") -> WorkerConfig:

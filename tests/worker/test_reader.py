@@ -12,7 +12,7 @@ from rewardpool_worker.config import StoreConfig
 from rewardpool_worker.reader import RegisteredTensorReader
 from rewardpool_worker.records import OutputRef
 from rewardpool_worker.store import LeaseHeld, MasterUnreachable, ObjectNotFound, Store, TransferFailed
-from tests.worker.producer import make_tensor
+from rewardpool_devcluster.producer import make_tensor
 
 
 def test_store_read_equals_the_inline_tensor(store, producer):
@@ -110,7 +110,7 @@ def test_dead_master_fails_fast_with_a_clear_message():
 
 
 def test_segment_owner_dying_is_a_transfer_error(master, store):
-    from tests.worker.conftest import Producer
+    from rewardpool_devcluster.mooncake import Producer
 
     p = Producer(master)
     ref = p.put("orphan", seed=6, shape=(1024,))
@@ -120,7 +120,7 @@ def test_segment_owner_dying_is_a_transfer_error(master, store):
 
 
 def test_a_read_that_outlasts_the_lease_is_a_clear_error(tmp_path):
-    from tests.worker.conftest import Master, Producer
+    from rewardpool_devcluster.mooncake import Master, Producer
     from rewardpool_worker.store import LeaseExpired
 
     m = Master(tmp_path, lease_ms=1)  # a 1 ms lease: any 64 MiB read over TCP outlasts it

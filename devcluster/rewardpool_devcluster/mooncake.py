@@ -1,0 +1,108 @@
+"""A real mooncake_master on loopback and producer processes that put outputs into their own segment, for
+tests and benchmarks. Everything binds to 127.0.0.1."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from .cluster import free_port
+
+os.environ.setdefault("MC_TCP_BIND_ADDRESS", "127.0.0.1")
+os.environ.setdefault("MC_STORE_CLIENT_SETUP_RETRIES", "1")
+
+
+class Master:
+    def __init__(self, tmp: Path, lease_ms: int = 10000):
+        self.port, self.metrics_port = free_port(), free_port()
+        self.log = tmp / f"mooncake_master-{self.port}.log"
+        exe = shutil.which("mooncake_master") or os.path.join(os.path.dirname(sys.executable), "mooncake_master")
+        self.proc = subprocess.Popen(
+            [exe, "--rpc_address=127.0.0.1", f"--rpc_port={self.port}", "--enable_http_metadata_server=false",
+             "--metrics_host=127.0.0.1", f"--metrics_port={self.metrics_port}",
+             f"--default_kv_lease_ttl={lease_ms}", "--client_ttl=3"],
+            stdout=open(self.log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/health", timeout=1)
+                return
+            except Exception:
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.2)
+        raise RuntimeError(f"mooncake_master did not start; log:\n{self.log.read_text()[-2000:]}")
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def metrics(self) -> dict[str, float]:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2).read().decode()
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                try:
+                    out[name] = float(value)
+                except ValueError:
+                    pass
+        return out
+
+    def keys(self) -> set[str]:
+        """Keys the master holds, read from its admin endpoint (a client's is_exist would take a lease)."""
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/get_all_keys", timeout=2).read()
+        return set(filter(None, text.decode().splitlines()))
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+class Producer:
+    """A store client in another process that lends a segment and puts outputs into it."""
+
+    def __init__(self, master: Master, segment: int = 512 << 20):
+        self.proc = subprocess.Popen([sys.executable, "-m", "rewardpool_devcluster.producer", master.address, str(segment)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True, env={**os.environ})
+        self.hostname = self._answer()["hostname"]
+
+    def _answer(self) -> dict:
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"producer exited ({self.proc.poll()})")
+        return json.loads(line)
+
+    def put(self, key: str, seed: int, shape, dtype: str = "float32"):
+        from rewardpool_worker.records import OutputRef
+
+        self.proc.stdin.write(json.dumps({"put": key, "seed": seed, "shape": list(shape), "dtype": dtype}) + "\n")
+        self.proc.stdin.flush()
+        ans = self._answer()
+        if "error" in ans:
+            raise RuntimeError(ans["error"])
+        r = ans["ref"]
+        return OutputRef(r["key"], r["nbytes"], r["dtype"], tuple(r["shape"]))
+
+    def remove(self, key: str) -> None:
+        self.proc.stdin.write(json.dumps({"remove": key}) + "\n")
+        self.proc.stdin.flush()
+        ans = self._answer()
+        if "error" in ans:
+            raise RuntimeError(ans["error"])
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(10)
