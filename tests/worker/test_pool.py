@@ -90,6 +90,17 @@ def test_actor_killed_mid_batch_loses_nothing(actors, producer, master):
     assert {r.key for r in refs} <= master.keys()  # still stored: only the releaser removes outputs
 
 
+def test_a_draining_actor_gets_no_new_batches(actors, producer):
+    draining, other = actors("drain", 2)
+    client = RewardPoolClient("drain", "t")
+    client.refresh()
+    ray.get(draining.drain.remote())
+    ref = producer.put("drain-out", seed=350, shape=(3, 2, 4, 4))
+    for _ in range(3):  # least-outstanding ties go to pod-0, the draining one: each must end on pod-1
+        assert len(client.score([ref], ["p"])) == 1
+    assert ray.get(other.stats.remote())["batches"] == 3 and ray.get(draining.stats.remote())["batches"] == 0
+
+
 def test_release_exactly_once_after_the_last_reward(store, producer, master):
     refs = [producer.put(f"rel-{i}", seed=500 + i, shape=(64,)) for i in range(4)]
     rel = Releaser(store)
@@ -99,6 +110,8 @@ def test_release_exactly_once_after_the_last_reward(store, producer, master):
     assert rel.rewarded(refs) == [r.key for r in refs]
     assert not keys & master.keys()
     assert rel.stats.released == 4 and rel.stats.release_failures == 0
+    from prometheus_client import REGISTRY
+    assert REGISTRY.get_sample_value("rewardpool_client_releases_total") >= 4
     with pytest.raises(ValueError, match="not expecting"):
         rel.rewarded(refs[:1])
     with pytest.raises(ValueError, match="already released"):

@@ -16,11 +16,19 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import ray
+from prometheus_client import Counter as PromCounter
 
 from .records import OutputRef
 from .store import LeaseHeld, ObjectNotFound, Store, StoreError
 
 log = logging.getLogger("rewardpool.client")
+
+
+# In the training job's process (its default registry): releases happen here, not in the workers.
+RELEASES = PromCounter("rewardpool_client_releases", "Outputs released from the store after their last reward")
+RELEASE_FAILURES = PromCounter("rewardpool_client_release_failures", "Releases that failed (counted, not raised)")
+MEDIA_FAILURES = PromCounter("rewardpool_client_media_failures", "Media read-backs that failed")
+BATCH_RETRIES = PromCounter("rewardpool_client_batch_retries", "Batches retried on another actor")
 
 
 class PoolUnavailable(RuntimeError):
@@ -109,6 +117,7 @@ class RewardPoolClient:
                 member.outstanding -= 1
             tried.add(member.name)
             self.retries += 1
+            BATCH_RETRIES.inc()
         raise PoolUnavailable(f"batch failed on {self.attempts} actors") from last
 
     def submit(self, outputs: list, prompts: list[str]):
@@ -185,6 +194,7 @@ class Releaser:
             log.warning("media read of %s failed: %s", ref.key, e)
             with self._lock:
                 self.stats.media_failures += 1
+            MEDIA_FAILURES.inc()
 
     def _remove(self, key: str) -> None:
         """Remove once. A read in the last `lease` seconds (the scoring read, a media read, even is_exist)
@@ -200,6 +210,7 @@ class Releaser:
                 self.store.remove(key, force=True)
             with self._lock:
                 self.stats.released += 1
+            RELEASES.inc()
             return
         except ObjectNotFound:
             log.warning("release of %s: already gone from the store (evicted or removed elsewhere)", key)
@@ -207,6 +218,7 @@ class Releaser:
             log.warning("release of %s failed: %s", key, e)
         with self._lock:
             self.stats.release_failures += 1
+        RELEASE_FAILURES.inc()
 
     @property
     def pending(self) -> int:

@@ -1,4 +1,5 @@
-"""Prometheus metrics of a worker, served on /metrics. The actor process keeps the counts; the entrypoint
+"""Prometheus metrics of a worker, served on /metrics (releases are counted where they happen: in the
+pool client's process, see client.py). The actor process keeps the counts; the entrypoint
 copies them into these collectors once a second (the HTTP server lives in the entrypoint process)."""
 from __future__ import annotations
 
@@ -22,8 +23,6 @@ class WorkerMetrics:
         self.registrations = Gauge("rewardpool_worker_buffer_registrations", "Read buffer registrations so far",
                                    registry=r)
         self.batches = Counter("rewardpool_worker_batches", "Batches scored", registry=r)
-        self.releases = Counter("rewardpool_releases", "Outputs released from the store", registry=r)
-        self.release_failures = Counter("rewardpool_release_failures", "Releases that failed", registry=r)
         self.draining = Gauge("rewardpool_worker_draining", "1 while the worker drains", registry=r)
         self._last: dict = {}
 
