@@ -217,6 +217,16 @@ def test_workers_that_fit_no_node_get_a_condition_not_pending_pods(pools, ns):
     assert "max_mr_size" in c["message"]
 
 
+def test_segment_above_the_registration_limit_is_flagged_but_runs(pools, ns):
+    # One worker holding 64 x 1.2 GB / 0.9 = 85 GB: one RDMA registration above the NIC's 64 GiB limit.
+    pools.create(pool_manifest("bigseg", replicas=1, sizing={"samplesPerRollout": 64, "outputBytesPerSample": "1.2G"}))
+    c = wait_for(lambda: (x := pools.condition("bigseg", "Degraded")) and x["status"] == "True" and x, 60,
+                 what="Degraded condition")
+    assert c["reason"] == "SegmentExceedsRegistrationLimit" and "at least 2 replicas" in c["message"]
+    assert ("Warning", "SegmentExceedsRegistrationLimit") in [(t, r) for t, r, _ in pools.events("bigseg")]
+    pools.wait_ready("bigseg", 1)  # flagged, not blocked: the pods still run
+
+
 def test_semantic_problem_is_a_condition_and_the_operator_keeps_working(pools, ns):
     pools.create(pool_manifest("typo", replicas=1, scorer={"name": "pikscore"}))
     c = wait_for(lambda: (x := pools.condition("typo", "InvalidSpec")) and x["status"] == "True" and x, 60,
