@@ -188,10 +188,12 @@ class LocalCluster:
                 "--bind-address=127.0.0.1", "--secure-port=0"]
 
     def _kwok_args(self) -> list[str]:
-        # kwok only manages nodes that carry its annotation; pod IPs it hands out are never contacted.
+        # kwok only manages nodes that carry its annotation. Its pod IPs come from a loopback range, so anything
+        # that contacts a pod (the operator reading worker metrics) stays on 127.0.0.0/8: a test can put a real
+        # worker process on a pod's address.
         return [f"--kubeconfig={self.kubeconfig}", "--manage-all-nodes=false",
                 "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-                "--cidr=10.244.0.0/16", "--node-ip=10.244.0.1", "--node-lease-duration-seconds=40",
+                "--cidr=127.200.0.0/16", "--node-ip=127.199.0.1", "--node-lease-duration-seconds=40",
                 f"--config={self.bin_dir / 'kwok-stages.yaml'}"]
 
     def _nodes_ready(self, names: list[str]) -> bool:

@@ -12,6 +12,7 @@ from .reconcile import reconcile
 
 log = logging.getLogger("rewardpool.operator")
 RESYNC_SECONDS = 60.0
+AUTOSCALE_SECONDS = 5.0  # how often a pool with the built-in autoscaler re-reads its signals
 
 
 class Controller:
@@ -48,8 +49,10 @@ class Controller:
         ev = self.wake[key]
         backoff = 1.0
         while key in self.bodies:
+            auto = ((self.bodies.get(key) or {}).get("spec") or {}).get("autoscaling") or {}
+            period = AUTOSCALE_SECONDS if auto.get("enabled") else self.resync
             try:
-                await asyncio.wait_for(ev.wait(), timeout=self.resync * random.uniform(0.9, 1.1))
+                await asyncio.wait_for(ev.wait(), timeout=period * random.uniform(0.9, 1.1))
             except asyncio.TimeoutError:
                 pass
             ev.clear()

@@ -129,6 +129,13 @@ class Kube:
                                                                 {"status": status}, _preload_content=False,
                                                                       _content_type=MERGE))
 
+    async def patch_pool_scale(self, namespace: str, name: str, replicas: int) -> None:
+        """Change spec.replicas through /scale, the way HPA or `kubectl scale` would."""
+        self.writes += 1
+        await _json(self.custom.patch_namespaced_custom_object_scale(
+            GROUP, VERSION, namespace, PLURAL, name, {"spec": {"replicas": replicas}}, _preload_content=False,
+            _content_type=MERGE))
+
     async def event(self, pool: dict, type_: str, reason: str, message: str) -> None:
         """A core/v1 Event on the pool, as `kubectl describe rewardpool` shows them."""
         meta = pool["metadata"]

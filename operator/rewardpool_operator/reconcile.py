@@ -4,13 +4,16 @@ changed. Pods are created by the operator itself so that it, not a ReplicaSet, c
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+import time
+from datetime import datetime, timezone
 
 from pydantic import ValidationError
 
 from . import conditions as C
+from . import signals as signals_mod
 from . import sizing as sizing_mod
 from . import validate
+from .autoscaler import decide
 from .builders import attachment_ref, headless_service, network_attachment, pod_template, template_hash
 from .kube import Kube, NadCrdMissing
 from .placement import nodes_that_fit
@@ -21,10 +24,12 @@ from .spec import HASH_LABEL, Pool
 log = logging.getLogger("rewardpool.operator")
 
 
-@dataclass
-class Observed:
-    active: list[dict] = field(default_factory=list)  # pods not terminating
-    ready: int = 0
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _epoch(text: str | None) -> float | None:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp() if text else None
 
 
 def _is_ready(pod: dict) -> bool:
@@ -126,6 +131,26 @@ async def reconcile(kube: Kube, body: dict) -> dict:
     stale_left = sum(1 for p in active if p["metadata"]["labels"].get(HASH_LABEL) != want_hash)
     ready = sum(1 for p in active if _is_ready(p))
 
+    # ---- signals and the built-in autoscaler ---------------------------------------------------------------------
+    sig = await signals_mod.read([p["status"]["podIP"] for p in active if _is_ready(p) and p.get("status", {}).get("podIP")],
+                                 pool.spec.store.metricsAddress)
+    auto = pool.spec.autoscaling
+    scaling: dict = {}
+    scaling_cond = None
+    if auto is not None and auto.enabled and net_ok and not blocking:
+        hw = pool.spec.sizing.highWatermark if pool.spec.sizing else 0.9
+        dec = decide(auto, replicas, sig, hw, sizing.min_replicas_for_registration,
+                     _epoch(old_status.get("scaleDownPendingSince")), time.time())
+        scaling_cond = C.cond("ScalingActive", dec.reason != "MetricsUnavailable", dec.reason, dec.message)
+        scaling = {"desiredReplicas": dec.desired,
+                   "scaleDownPendingSince": _iso(dec.below_since) if dec.below_since is not None else None,
+                   "lastScale": old_status.get("lastScale")}
+        if dec.desired != replicas:
+            await kube.patch_pool_scale(ns, name, dec.desired)
+            events.append(("Normal", "Scaled", f"replicas {replicas} -> {dec.desired} ({dec.reason}): {dec.message}"))
+            scaling["lastScale"] = {"time": C.now(), "from": replicas, "to": dec.desired, "reason": dec.reason,
+                                    "message": dec.message}
+
     # ---- status ------------------------------------------------------------------------------------------------
     # Blocking problems first: the condition's reason names what stops the pool.
     degraded = sorted((p for p in problems if p not in spec_blocking), key=lambda p: not p.blocking)
@@ -139,19 +164,28 @@ async def reconcile(kube: Kube, body: dict) -> dict:
     if not net_ok or blocking:
         cause = (blocking[0].reason if blocking else net_reason)
         conds.append(C.cond("Progressing", False, "Blocked", f"worker pods are not managed until {cause} is fixed"))
+        not_ready_reason = "Blocked"
     elif stale_left or len(active) != replicas or ready < replicas:
         reason = "RollingUpdate" if stale_left else ("Scaling" if len(active) != replicas else "WaitingForReady")
         conds.append(C.cond("Progressing", True, reason,
                             f"{ready}/{replicas} ready, {stale_left} to replace, {len(active)} present"))
+        not_ready_reason = "WorkersNotReady"
     else:
         conds.append(C.cond("Progressing", False, "Stable", f"{replicas} worker(s) up to date"))
+        not_ready_reason = "WorkersNotReady"
+    if scaling_cond is not None:
+        conds.append(scaling_cond)
     all_ready = net_ok and not blocking and ready == replicas and not stale_left
     conds.append(C.cond("Ready", all_ready,
-                        "AllWorkersReady" if all_ready else (conds[-1]["reason"] if not net_ok or blocking else "WorkersNotReady"),
+                        "AllWorkersReady" if all_ready else not_ready_reason,
                         f"{ready}/{replicas} workers ready"))
     status = {
         "observedGeneration": gen, "replicas": len(active), "readyReplicas": ready,
-        "selector": pool.selector_string, "queueDepth": old_status.get("queueDepth", 0),
+        "selector": pool.selector_string,
+        "queueDepth": sig.queue_depth if sig.queue_depth is not None else old_status.get("queueDepth", 0),
+        "pendingBytes": sig.pending_bytes if sig.pending_bytes is not None else old_status.get("pendingBytes", 0),
+        "storeFill": round(sig.store_fill, 4) if sig.store_fill is not None else old_status.get("storeFill"),
+        **scaling,
         "segment": sizing.status(), "memoryPerWorker": format_bytes(sizing.memory_bytes),
         "memoryFormula": sizing.memory_formula,
         "networkAttachment": f"{ref[0]}/{ref[1]}" if ref else "",
@@ -162,7 +196,7 @@ async def reconcile(kube: Kube, body: dict) -> dict:
     for c in status["conditions"]:
         was = before.get(c["type"], {})
         bad = (c["type"] in ("InvalidSpec", "Degraded") and c["status"] == "True") or \
-              (c["type"] == "NetworkReady" and c["status"] == "False")
+              (c["type"] in ("NetworkReady", "ScalingActive") and c["status"] == "False")
         if bad and (was.get("status") != c["status"] or was.get("reason") != c["reason"]):
             events.append(("Warning", c["reason"], c["message"]))
     await _write_status(kube, body, old_status, status, events)

@@ -37,6 +37,7 @@ class Scorer(_M):
 
 class Store(_M):
     master: str
+    metricsAddress: str | None = None
     metadataServer: str = "P2PHANDSHAKE"
     protocol: Literal["rdma", "tcp"] = "rdma"
     devices: list[str] = Field(default_factory=list)

@@ -53,7 +53,7 @@ SA = f"system:serviceaccount:{OPERATOR_NS}:{RELEASE}-rewardpool-operator"
 @pytest.mark.parametrize("verb,resource,allowed", [
     ("create", "pods", True), ("delete", "pods", True), ("watch", "rewardpools.rewardpool.io", True),
     ("patch", "rewardpools.rewardpool.io --subresource=status", True), ("create", "network-attachment-definitions.k8s.cni.cncf.io", True),
-    ("list", "nodes", True), ("create", "events", True),
+    ("list", "nodes", True), ("create", "events", True), ("patch", "rewardpools.rewardpool.io --subresource=scale", True),
     ("get", "secrets", False), ("list", "secrets", False), ("update", "rewardpools.rewardpool.io", False),
     ("create", "deployments.apps", False), ("delete", "nodes", False), ("create", "clusterrolebindings", False),
 ])

@@ -283,3 +283,17 @@ def _crd_gone(ext) -> bool:
         return False
     except ApiException as e:
         return e.status == 404
+
+
+def test_autoscaler_without_readable_metrics_holds_the_size(pools, ns):
+    # kwok pods run no worker: no /metrics answers. The pool must keep 3 workers, not fall to the minimum.
+    pools.create(pool_manifest("blind", replicas=3, autoscaling={"enabled": True, "minReplicas": 1, "maxReplicas": 6,
+                                                                  "targetQueueDepth": 4, "scaleDownDelaySeconds": 0}))
+    pools.wait_ready("blind", 3)
+    c = wait_for(lambda: (x := pools.condition("blind", "ScalingActive")) and x["status"] == "False" and x, 60,
+                 what="ScalingActive False")
+    assert c["reason"] == "MetricsUnavailable" and "holding the current size" in c["message"]
+    time.sleep(12)  # two autoscaler periods
+    pool = pools.get("blind")
+    assert pool["spec"]["replicas"] == 3 and pool["status"]["desiredReplicas"] == 3 and len(pools.pods("blind")) == 3
+    assert ("Warning", "MetricsUnavailable") in [(t, r) for t, r, _ in pools.events("blind")]

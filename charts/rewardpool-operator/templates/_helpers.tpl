@@ -26,7 +26,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   resources: [rewardpools]
   verbs: [get, list, watch]
 - apiGroups: [rewardpool.io]
-  resources: [rewardpools/status]
+  resources: [rewardpools/status, rewardpools/scale]
   verbs: [get, patch, update]
 - apiGroups: [""]
   resources: [pods]

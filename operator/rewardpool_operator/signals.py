@@ -1,0 +1,58 @@
+"""The scaling signals, read over HTTP: each Ready worker's /metrics (queue depth, pending bytes) and the
+Mooncake master's /metrics (allocated / total capacity). A source that does not answer is left out; when no
+worker answers, the queue is unknown (None), which the autoscaler treats as "hold"."""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from rewardpool_worker.config import HTTP_PORT
+
+from .autoscaler import Signals
+
+log = logging.getLogger("rewardpool.operator")
+TIMEOUT = aiohttp.ClientTimeout(total=2)
+
+
+def parse(text: str, names: set[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in names:
+                out[sample.name] = out.get(sample.name, 0.0) + sample.value
+    return out
+
+
+async def _get(session: aiohttp.ClientSession, url: str) -> str | None:
+    try:
+        async with session.get(url) as resp:
+            if resp.status == 200:
+                return await resp.text()
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+        pass
+    return None
+
+
+async def read(pod_ips: list[str], master_metrics: str | None) -> Signals:
+    async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
+        texts = await asyncio.gather(*(_get(session, f"http://{ip}:{HTTP_PORT}/metrics") for ip in pod_ips))
+        master = await _get(session, f"http://{master_metrics}/metrics") if master_metrics else None
+    queue = pending = 0
+    answered = 0
+    for text in texts:
+        if text is None:
+            continue
+        m = parse(text, {"rewardpool_worker_queue_depth", "rewardpool_worker_pending_bytes"})
+        if "rewardpool_worker_queue_depth" in m:
+            answered += 1
+            queue += int(m["rewardpool_worker_queue_depth"])
+            pending += int(m.get("rewardpool_worker_pending_bytes", 0))
+    fill = None
+    if master is not None:
+        m = parse(master, {"master_allocated_bytes", "master_total_capacity_bytes"})
+        if m.get("master_total_capacity_bytes"):
+            fill = m.get("master_allocated_bytes", 0.0) / m["master_total_capacity_bytes"]
+    return Signals(queue if answered else None, pending if answered else None, fill, answered)
