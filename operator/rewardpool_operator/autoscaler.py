@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .spec import Autoscaling
 
@@ -23,6 +23,7 @@ class Signals:
     pending_bytes: int | None
     store_fill: float | None  # master_allocated_bytes / master_total_capacity_bytes; None if unknown
     workers_reporting: int = 0
+    per_worker: dict[str, int] = field(default_factory=dict)  # pod IP -> queue depth, for picking who drains
 
 
 @dataclass(frozen=True)

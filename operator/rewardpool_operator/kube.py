@@ -55,6 +55,11 @@ class Kube:
         self.writes += 1
         return await _json(self.core.create_namespaced_pod(namespace, pod, _preload_content=False))
 
+    async def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        self.writes += 1
+        await _json(self.core.patch_namespaced_pod(name, namespace, {"metadata": {"annotations": annotations}},
+                                                   _preload_content=False, _content_type=MERGE))
+
     async def delete_pod(self, namespace: str, name: str) -> None:
         self.writes += 1
         try:

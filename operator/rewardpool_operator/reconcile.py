@@ -13,7 +13,9 @@ from . import conditions as C
 from . import signals as signals_mod
 from . import sizing as sizing_mod
 from . import validate
+from . import drain as drain_mod
 from .autoscaler import decide
+from .drain import DRAIN_ANNOTATION
 from .builders import attachment_ref, headless_service, network_attachment, pod_template, template_hash
 from .kube import Kube, NadCrdMissing
 from .placement import nodes_that_fit
@@ -41,10 +43,37 @@ def _terminating(pod: dict) -> bool:
     return bool(pod["metadata"].get("deletionTimestamp"))
 
 
-def _removal_order(pods: list[dict], want_hash: str) -> list[dict]:
-    """Which pods to remove first: stale template, then not ready, then the newest."""
-    return sorted(pods, key=lambda p: (p["metadata"]["labels"].get(HASH_LABEL) == want_hash, _is_ready(p),
-                                       p["metadata"].get("creationTimestamp", "")), reverse=False)
+def _ip(pod: dict) -> str | None:
+    return (pod.get("status") or {}).get("podIP")
+
+
+def _removal_order(pods: list[dict], want_hash: str, queue: dict[str, int]) -> list[dict]:
+    """Who leaves first: stale template, then not ready, then the least work, then the newest."""
+    newest_first = sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", ""), reverse=True)
+    return sorted(newest_first, key=lambda p: (p["metadata"]["labels"].get(HASH_LABEL) == want_hash, _is_ready(p),
+                                               queue.get(_ip(p) or "", 0)))
+
+
+async def _start_drain(kube: Kube, pod: dict, why: str, events: list) -> None:
+    name = pod["metadata"]["name"]
+    await kube.annotate_pod(pod["metadata"]["namespace"], name, {DRAIN_ANNOTATION: C.now()})
+    pod["metadata"].setdefault("annotations", {})[DRAIN_ANNOTATION] = C.now()
+    if _ip(pod):
+        await signals_mod.request_drain(_ip(pod))
+    events.append(("Normal", "WorkerDraining", f"draining worker pod {name} ({why}): no new batches"))
+
+
+async def _drain_verdict(pool: Pool, pod: dict, segment_lent: bool) -> drain_mod.Verdict:
+    ip = _ip(pod)
+    health = await signals_mod.worker_health(ip) if ip else None
+    if health is not None and health.get("phase") == "ready":
+        await signals_mod.request_drain(ip)  # asked before an operator restart, or the request was lost
+    used = None
+    if segment_lent and health and health.get("store_hostname") and pool.spec.store.metricsAddress:
+        used = await signals_mod.segment_used_bytes(pool.spec.store.metricsAddress, health["store_hostname"])
+    waited = time.time() - (_epoch(pod["metadata"]["annotations"][DRAIN_ANNOTATION]) or time.time())
+    return drain_mod.verdict(pod["metadata"]["name"], health, segment_lent, used, waited,
+                             pool.spec.drainTimeoutSeconds)
 
 
 async def reconcile(kube: Kube, body: dict) -> dict:
@@ -109,31 +138,42 @@ async def reconcile(kube: Kube, body: dict) -> dict:
     template = pod_template(pool, sizing)
     want_hash = template_hash(template)
     replicas = pool.spec.replicas
+    sig = await signals_mod.read([_ip(p) for p in active if _is_ready(p) and _ip(p)], pool.spec.store.metricsAddress)
+    draining = [p for p in active if DRAIN_ANNOTATION in (p["metadata"].get("annotations") or {})]
+    serving = [p for p in active if p not in draining]
+    stuck: list[Problem] = []
     if net_ok and not blocking:
-        surplus = len(active) - replicas
-        if surplus > 0:
-            for pod in _removal_order(active, want_hash)[:surplus]:
-                await kube.delete_pod(ns, pod["metadata"]["name"])
-                events.append(("Normal", "WorkerDeleted", f"deleted worker pod {pod['metadata']['name']} (scale in)"))
-                active.remove(pod)
-        for _ in range(replicas - len(active)):
+        surplus = len(serving) - replicas
+        for pod in _removal_order(serving, want_hash, sig.per_worker)[:max(surplus, 0)]:
+            await _start_drain(kube, pod, "scale in", events)
+            serving.remove(pod)
+            draining.append(pod)
+        for _ in range(replicas - len(serving)):
             created = await kube.create_pod(ns, template)
-            active.append(created)
+            serving.append(created)
             events.append(("Normal", "WorkerCreated", f"created worker pod {created['metadata']['name']}"))
         # Roll stale pods, keeping at most a quarter of the pool (at least one) unavailable at a time.
-        stale = [p for p in active if p["metadata"]["labels"].get(HASH_LABEL) != want_hash]
-        unavailable = sum(1 for p in active if not _is_ready(p)) + sum(1 for p in pods if _terminating(p))
-        budget = max(1, replicas // 4) - unavailable
-        for pod in _removal_order(stale, want_hash)[:max(budget, 0)]:
+        stale = [p for p in serving if p["metadata"]["labels"].get(HASH_LABEL) != want_hash]
+        unavailable = sum(1 for p in serving if not _is_ready(p)) + len(draining) + sum(1 for p in pods if _terminating(p))
+        for pod in _removal_order(stale, want_hash, sig.per_worker)[:max(max(1, replicas // 4) - unavailable, 0)]:
+            await _start_drain(kube, pod, "spec changed", events)
+            serving.remove(pod)
+            draining.append(pod)
+    for pod in list(draining):
+        v = await _drain_verdict(pool, pod, sizing.per_worker_bytes > 0)
+        if v.action == "delete":
             await kube.delete_pod(ns, pod["metadata"]["name"])
-            events.append(("Normal", "WorkerReplaced", f"deleted worker pod {pod['metadata']['name']}: spec changed"))
-            active.remove(pod)
+            draining.remove(pod)
+            events.append(("Normal" if v.reason == "Drained" else "Warning", "WorkerDeleted",
+                           f"deleted worker pod {pod['metadata']['name']} ({v.reason}): {v.message}"))
+        elif v.action == "stuck":
+            stuck.append(Problem(v.reason, v.message))
+    problems += stuck
+    active = serving
     stale_left = sum(1 for p in active if p["metadata"]["labels"].get(HASH_LABEL) != want_hash)
     ready = sum(1 for p in active if _is_ready(p))
 
     # ---- signals and the built-in autoscaler ---------------------------------------------------------------------
-    sig = await signals_mod.read([p["status"]["podIP"] for p in active if _is_ready(p) and p.get("status", {}).get("podIP")],
-                                 pool.spec.store.metricsAddress)
     auto = pool.spec.autoscaling
     scaling: dict = {}
     scaling_cond = None
@@ -180,7 +220,7 @@ async def reconcile(kube: Kube, body: dict) -> dict:
                         "AllWorkersReady" if all_ready else not_ready_reason,
                         f"{ready}/{replicas} workers ready"))
     status = {
-        "observedGeneration": gen, "replicas": len(active), "readyReplicas": ready,
+        "observedGeneration": gen, "replicas": len(active), "readyReplicas": ready, "drainingReplicas": len(draining),
         "selector": pool.selector_string,
         "queueDepth": sig.queue_depth if sig.queue_depth is not None else old_status.get("queueDepth", 0),
         "pendingBytes": sig.pending_bytes if sig.pending_bytes is not None else old_status.get("pendingBytes", 0),

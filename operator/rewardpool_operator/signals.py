@@ -41,18 +41,51 @@ async def read(pod_ips: list[str], master_metrics: str | None) -> Signals:
         texts = await asyncio.gather(*(_get(session, f"http://{ip}:{HTTP_PORT}/metrics") for ip in pod_ips))
         master = await _get(session, f"http://{master_metrics}/metrics") if master_metrics else None
     queue = pending = 0
-    answered = 0
-    for text in texts:
+    per_worker: dict[str, int] = {}
+    for ip, text in zip(pod_ips, texts):
         if text is None:
             continue
         m = parse(text, {"rewardpool_worker_queue_depth", "rewardpool_worker_pending_bytes"})
         if "rewardpool_worker_queue_depth" in m:
-            answered += 1
-            queue += int(m["rewardpool_worker_queue_depth"])
+            per_worker[ip] = int(m["rewardpool_worker_queue_depth"])
+            queue += per_worker[ip]
             pending += int(m.get("rewardpool_worker_pending_bytes", 0))
+    answered = len(per_worker)
     fill = None
     if master is not None:
         m = parse(master, {"master_allocated_bytes", "master_total_capacity_bytes"})
         if m.get("master_total_capacity_bytes"):
             fill = m.get("master_allocated_bytes", 0.0) / m["master_total_capacity_bytes"]
-    return Signals(queue if answered else None, pending if answered else None, fill, answered)
+    return Signals(queue if answered else None, pending if answered else None, fill, answered, per_worker)
+
+
+async def worker_health(pod_ip: str) -> dict | None:
+    """The worker's /healthz (phase, in_flight, store_hostname), or None when it does not answer."""
+    import json
+
+    async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
+        text = await _get(session, f"http://{pod_ip}:{HTTP_PORT}/healthz")
+    return json.loads(text) if text else None
+
+
+async def request_drain(pod_ip: str) -> bool:
+    try:
+        async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
+            async with session.post(f"http://{pod_ip}:{HTTP_PORT}/drain") as resp:
+                return resp.status == 202
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+        return False
+
+
+async def segment_used_bytes(master_metrics: str, segment: str) -> int | None:
+    """Bytes the master says are allocated in one client's segment (None if unknown)."""
+    import json
+
+    async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
+        text = await _get(session, f"http://{master_metrics}/get_segments_detail")
+    if not text:
+        return None
+    for seg in json.loads(text).get("segments", []):
+        if seg.get("segment_name") == segment:
+            return int(seg.get("allocator_used_bytes", 0))
+    return 0  # the master no longer lists it: nothing is stored there

@@ -105,6 +105,7 @@ class PoolSpec(_M):
     network: Network = Field(default_factory=Network)
     ray: Ray = Field(default_factory=Ray)
     autoscaling: Autoscaling | None = None
+    drainTimeoutSeconds: int = Field(default=600, ge=0)
     resources: dict[str, Any] = Field(default_factory=dict)
     podTemplate: PodTemplate = Field(default_factory=PodTemplate)
 

@@ -26,7 +26,9 @@ class State:
     def __init__(self):
         self.phase = "starting"  # starting -> ready -> draining -> drained
         self.detail: dict = {}
-        self.stop = threading.Event()
+        self.in_flight = 0
+        self.drain = threading.Event()  # POST /drain: stop taking work, stay up (the operator deletes the pod)
+        self.stop = threading.Event()  # SIGTERM: drain, then exit
 
     @property
     def ready(self) -> bool:
@@ -44,7 +46,8 @@ def serve_http(host: str, port: int, state: State, metrics: WorkerMetrics) -> Th
 
         def do_GET(self):
             if self.path == "/healthz":
-                self._send(200, json.dumps({"phase": state.phase}).encode())
+                self._send(200, json.dumps({"phase": state.phase, "in_flight": state.in_flight,
+                                            "store_hostname": state.detail.get("store_hostname")}).encode())
             elif self.path == "/readyz":
                 self._send(200 if state.ready else 503, json.dumps({"phase": state.phase, **state.detail}).encode())
             elif self.path == "/metrics":
@@ -54,7 +57,7 @@ def serve_http(host: str, port: int, state: State, metrics: WorkerMetrics) -> Th
 
         def do_POST(self):
             if self.path == "/drain":
-                state.stop.set()
+                state.drain.set()
                 self._send(202, json.dumps({"phase": "draining"}).encode())
             else:
                 self._send(404, b"{}")
@@ -105,23 +108,32 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
     state.phase = "ready"
     log.info("worker ready: actor %s, store client %s", cfg.actor_name(pod), state.detail.get("store_hostname"))
     while not state.stop.is_set():
-        metrics.update(ray.get(actor.stats.remote()))
-        state.stop.wait(1.0)
-
-    state.phase = "draining"
-    log.info("draining: no new batches; finishing in-flight work (at most %.0fs)", drain_timeout)
-    stats = ray.get(actor.drain.remote())
-    deadline = time.monotonic() + drain_timeout
-    while stats["in_flight"] > 0 and time.monotonic() < deadline:
-        time.sleep(0.2)
         stats = ray.get(actor.stats.remote())
         metrics.update(stats)
-    metrics.update(stats)
-    if stats["in_flight"] > 0:
-        log.error("drain timed out with %d batches in flight", stats["in_flight"])
-        return 1
-    state.phase = "drained"
-    log.info("drained after %d batches", stats["batches"])
+        state.in_flight = stats["in_flight"]
+        if state.drain.is_set() and state.phase == "ready":
+            log.info("drain requested: no new batches; finishing in-flight work")
+            state.phase = "draining"
+            stats = ray.get(actor.drain.remote())
+        if state.phase == "draining" and stats["in_flight"] == 0:
+            state.phase = "drained"
+            log.info("drained after %d batches; waiting to be deleted", stats["batches"])
+        state.stop.wait(0.5)
+
+    if state.phase != "drained":
+        state.phase = "draining"
+        log.info("stopping: no new batches; finishing in-flight work (at most %.0fs)", drain_timeout)
+        stats = ray.get(actor.drain.remote())
+        deadline = time.monotonic() + drain_timeout
+        while stats["in_flight"] > 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            stats = ray.get(actor.stats.remote())
+        metrics.update(stats)
+        if stats["in_flight"] > 0:
+            log.error("drain timed out with %d batches in flight", stats["in_flight"])
+            return 1
+        state.phase = "drained"
+        log.info("drained after %d batches", stats["batches"])
     ray.kill(actor)
     ray.shutdown()
     return 0

@@ -30,7 +30,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   verbs: [get, patch, update]
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, watch, create, delete]
+  verbs: [get, list, watch, create, delete, patch]
 - apiGroups: [""]
   resources: [services]
   verbs: [get, list, watch, create, patch]
