@@ -80,10 +80,11 @@ class Producer:
             raise RuntimeError(f"producer exited ({self.proc.poll()})")
         return json.loads(line)
 
-    def put(self, key: str, seed: int, shape, dtype: str = "float32"):
+    def put(self, key: str, seed: int, shape, dtype: str = "float32", anywhere: bool = False):
         from rewardpool_worker.records import OutputRef
 
-        self.proc.stdin.write(json.dumps({"put": key, "seed": seed, "shape": list(shape), "dtype": dtype}) + "\n")
+        self.proc.stdin.write(json.dumps({"put": key, "seed": seed, "shape": list(shape), "dtype": dtype,
+                                         "anywhere": anywhere}) + "\n")
         self.proc.stdin.flush()
         ans = self._answer()
         if "error" in ans:

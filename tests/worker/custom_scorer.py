@@ -17,3 +17,8 @@ class SlowScorer:
 
         time.sleep(self.seconds)
         return [float(o.float().mean()) for o in outputs]
+
+
+class OneSecondScorer(SlowScorer):
+    def __init__(self):
+        super().__init__(1.0)

@@ -16,6 +16,7 @@ class StoredOutputRewardActor:
     def __init__(self, scorer, reader: RegisteredTensorReader | None):
         self.scorer, self.reader = scorer, reader
         self._lock = threading.Lock()
+        self._model = threading.Lock()  # one batch at a time through the model, as on a GPU
         self.in_flight = 0
         self.pending_bytes = 0
         self.batches = 0
@@ -40,13 +41,15 @@ class StoredOutputRewardActor:
             t0 = time.perf_counter()
             tensors = self.materialise(outputs)
             t1 = time.perf_counter()
-            scores = [float(s) for s in self.scorer.score_batch(tensors, prompts)]
+            with self._model:
+                t2 = time.perf_counter()
+                scores = [float(s) for s in self.scorer.score_batch(tensors, prompts)]
             if len(scores) != len(outputs):
                 raise ValueError(f"scorer returned {len(scores)} scores for {len(outputs)} outputs")
             with self._lock:
                 self.batches += 1
                 self.read_times.append(t1 - t0)
-                self.score_times.append(time.perf_counter() - t1)
+                self.score_times.append(time.perf_counter() - t2)
             return scores
         finally:
             with self._lock:

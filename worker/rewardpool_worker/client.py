@@ -51,6 +51,7 @@ class RewardPoolClient:
         self._lock = threading.Lock()
         self._refreshed = 0.0
         self.retries = 0
+        self.served: Counter[str] = Counter()  # batches scored, per actor name
 
     # membership ------------------------------------------------------------------------------------------------
     def refresh(self) -> list[str]:
@@ -102,7 +103,9 @@ class RewardPoolClient:
                 tried.clear()
                 member = self._pick(tried)
             try:
-                return ray.get(member.handle.score_batch.remote(outputs, prompts))
+                scores = ray.get(member.handle.score_batch.remote(outputs, prompts))
+                self.served[member.name] += 1
+                return scores
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
                 log.warning("actor %s lost mid-batch; retrying elsewhere: %s", member.name, type(e).__name__)
                 self._drop(member.name)
