@@ -19,6 +19,7 @@ class WorkerFleet:
         self.core, self.namespace, self.pool, self.log_dir = core_api, namespace, pool, log_dir
         self.env = env or {}
         self.procs: dict[str, subprocess.Popen] = {}
+        self.ips: dict[str, str] = {}
         self.started: list[str] = []
         self.exit_codes: dict[str, int] = {}
         self._stop = threading.Event()
@@ -53,8 +54,11 @@ class WorkerFleet:
         for pod in pods:
             if pod.metadata.deletion_timestamp is None and pod.status.pod_ip:
                 live[pod.metadata.name] = pod
+        busy = {self.ips[n] for n, p in self.procs.items() if p.poll() is None}
         for name, pod in live.items():
-            if name not in self.procs:
+            # kwok may hand a deleted pod's IP to a new pod while the old worker still drains on it (a kubelet
+            # would give each pod its own network namespace): start once the address is free.
+            if name not in self.procs and pod.status.pod_ip not in busy:
                 self._start(pod)
         for name, proc in list(self.procs.items()):
             if name not in live and proc.poll() is None and name not in self.exit_codes:
@@ -75,5 +79,6 @@ class WorkerFleet:
         self.procs[pod.metadata.name] = subprocess.Popen(
             [sys.executable, "-m", "rewardpool_worker.main"], env={**os.environ, **self.env, **env},
             stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+        self.ips[pod.metadata.name] = ip
         self.started.append(pod.metadata.name)
         log.info("started a worker for pod %s on %s", pod.metadata.name, ip)

@@ -128,6 +128,15 @@ class Kube:
         return "unchanged"
 
     # pools
+    async def get_pool(self, namespace: str, name: str) -> dict | None:
+        try:
+            return await _json(self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name,
+                                                                        _preload_content=False))
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
     async def patch_pool_status(self, namespace: str, name: str, status: dict) -> None:
         self.writes += 1
         await _json(self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, name,

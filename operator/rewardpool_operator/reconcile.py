@@ -76,8 +76,12 @@ async def _drain_verdict(pool: Pool, pod: dict, segment_lent: bool) -> drain_mod
                              pool.spec.drainTimeoutSeconds)
 
 
-async def reconcile(kube: Kube, body: dict) -> dict:
-    """Reconcile one pool; returns the status it wrote (or would have written)."""
+async def reconcile(kube: Kube, cached: dict) -> dict | None:
+    """Reconcile one pool; returns the status it wrote (or would have written). It reads the pool afresh:
+    the watch's copy can lag behind this operator's own last status write."""
+    body = await kube.get_pool(cached["metadata"]["namespace"], cached["metadata"]["name"])
+    if body is None or body["metadata"].get("deletionTimestamp"):
+        return None
     meta = body["metadata"]
     ns, name, gen = meta["namespace"], meta["name"], meta.get("generation", 0)
     old_status = body.get("status") or {}

@@ -52,7 +52,7 @@ def test_queue_drives_scale_up_and_drained_scale_in_and_nothing_is_lost(
         releaser = Releaser(store)
         futures = {}
         for burst in range(3):
-            refs = [producer.put(f"e2e-{burst}-{i}", seed=900 + 10 * burst + i, shape=(3, 2, 8, 8), anywhere=True)
+            refs = [producer.put(f"e2e-{burst}-{i}", seed=900 + 10 * burst + i, shape=(3, 2, 8, 8))
                     for i in range(8)]
             releaser.expect(refs)
             futures.update({pool_client.submit([r], ["p"]): r for r in refs})
@@ -78,7 +78,10 @@ def test_queue_drives_scale_up_and_drained_scale_in_and_nothing_is_lost(
                            {p.metadata.name for p in core.list_namespaced_pod(ns).items}]
         wait_for(lambda: all(fleet.procs[n].poll() is not None for n in deleted_workers), 60,
                  what="deleted pods' workers to exit")
-        exit_codes = {n: fleet.procs[n].returncode for n in deleted_workers}
+        # Workers that came up must drain and exit 0; one deleted while still starting (unreachable, holding
+        # nothing) may be stopped by the signal itself.
+        came_up = {n for n in deleted_workers if "worker ready" in (tmp_path / f"{n}.log").read_text()}
+        exit_codes = {n: fleet.procs[n].returncode for n in came_up}
 
     assert max(seen_replicas) >= 2, seen_replicas
     assert len(fleet.started) >= 2
