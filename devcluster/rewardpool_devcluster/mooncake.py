@@ -80,11 +80,12 @@ class Producer:
             raise RuntimeError(f"producer exited ({self.proc.poll()})")
         return json.loads(line)
 
-    def put(self, key: str, seed: int, shape, dtype: str = "float32", anywhere: bool = False):
+    def put(self, key: str, seed: int, shape, dtype: str = "float32", anywhere: bool = False,
+            segment: str | None = None):
         from rewardpool_worker.records import OutputRef
 
         self.proc.stdin.write(json.dumps({"put": key, "seed": seed, "shape": list(shape), "dtype": dtype,
-                                         "anywhere": anywhere}) + "\n")
+                                         "anywhere": anywhere, "segment": segment}) + "\n")
         self.proc.stdin.flush()
         ans = self._answer()
         if "error" in ans:

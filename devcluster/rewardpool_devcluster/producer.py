@@ -31,9 +31,10 @@ def main() -> None:
         cmd = json.loads(line)
         try:
             if "put" in cmd:
-                # by default into our own segment; "anywhere" lets the master place it (workers' segments too)
+                # into a named segment, by default our own; "anywhere" lets the master place it
+                where = cmd.get("segment") or (None if cmd.get("anywhere") else store.hostname)
                 ref = put_output(store, cmd["put"], make_tensor(cmd["seed"], cmd["shape"], cmd["dtype"]),
-                                 preferred_segment=None if cmd.get("anywhere") else store.hostname)
+                                 preferred_segment=where)
                 print(json.dumps({"ref": {**ref.__dict__, "shape": list(ref.shape)}}), flush=True)
             elif "remove" in cmd:
                 store.remove(cmd["remove"], force=True)

@@ -12,7 +12,7 @@ from .reconcile import reconcile
 
 log = logging.getLogger("rewardpool.operator")
 RESYNC_SECONDS = 60.0
-AUTOSCALE_SECONDS = 5.0  # how often a pool with the built-in autoscaler re-reads its signals
+FAST_SECONDS = 5.0  # how often a pool that autoscales or drains workers is looked at again
 
 
 class Controller:
@@ -48,9 +48,11 @@ class Controller:
     async def _loop(self, key: tuple[str, str]) -> None:
         ev = self.wake[key]
         backoff = 1.0
+        status: dict | None = None
         while key in self.bodies:
             auto = ((self.bodies.get(key) or {}).get("spec") or {}).get("autoscaling") or {}
-            period = AUTOSCALE_SECONDS if auto.get("enabled") else self.resync
+            busy = auto.get("enabled") or (status or {}).get("drainingReplicas")
+            period = FAST_SECONDS if busy else self.resync
             try:
                 await asyncio.wait_for(ev.wait(), timeout=period * random.uniform(0.9, 1.1))
             except asyncio.TimeoutError:
@@ -60,7 +62,7 @@ class Controller:
             if body is None:
                 return
             try:
-                await reconcile(self.kube, body)
+                status = await reconcile(self.kube, body)
                 self.reconciles += 1
                 backoff = 1.0
             except asyncio.CancelledError:
