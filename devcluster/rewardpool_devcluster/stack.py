@@ -63,11 +63,12 @@ class OperatorProcess:
         self.kubeconfig, self.log_path, self.namespaces = kubeconfig, log_path, namespaces or []
         self.proc: subprocess.Popen | None = None
         self.port = 0
+        self.metrics_port = 0
 
     def start(self, timeout: float = 60) -> "OperatorProcess":
-        self.port = free_port()
+        self.port, self.metrics_port = free_port(), free_port()
         args = [sys.executable, "-m", "rewardpool_operator.cli", "operator", "--log-json",
-                f"--liveness=http://127.0.0.1:{self.port}/healthz"]
+                f"--liveness=http://127.0.0.1:{self.port}/healthz", f"--metrics-port=127.0.0.1:{self.metrics_port}"]
         args += [f"--namespace={n}" for n in self.namespaces]
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
         logf = open(self.log_path, "ab")
@@ -104,6 +105,19 @@ class OperatorProcess:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except FileNotFoundError:
             return ""
+
+    def metric(self, name: str) -> float:
+        """Sum of a metric's samples on the operator's /metrics."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).read().decode()
+        return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name)
+
+    def peak_rss_bytes(self) -> int:
+        for line in open(f"/proc/{self.proc.pid}/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+        return 0
 
     def log_records(self) -> list[dict]:
         out = []

@@ -25,6 +25,11 @@ def cmd_operator(args) -> int:
 
     from . import handlers  # noqa: F401  (registers the handlers)
 
+    if args.metrics_port:
+        from prometheus_client import start_http_server
+
+        host, _, port = args.metrics_port.rpartition(":")
+        start_http_server(int(port), addr=host or "0.0.0.0")
     kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat.JSON if args.log_json else kopf.LogFormat.FULL)
     kopf.run(standalone=True, clusterwide=not args.namespace, namespaces=args.namespace or (),
              liveness_endpoint=args.liveness)
@@ -68,6 +73,12 @@ def _bench_ready(args) -> int:
     return bench_ready(args)
 
 
+def _bench_operator(args) -> int:
+    from rewardpool_devcluster.bench_operator import bench_operator
+
+    return bench_operator(args)
+
+
 def _bench_read(args) -> int:
     from rewardpool_worker.bench_read import main as bench_read  # needs the worker extra
 
@@ -82,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     op.add_argument("--namespace", "-n", action="append", help="watch only these namespaces (repeatable)")
     op.add_argument("--liveness", default="http://0.0.0.0:8080/healthz", help="kopf health endpoint")
     op.add_argument("--log-json", action="store_true", help="structured JSON logs")
+    op.add_argument("--metrics-port", default="", help="[host:]port for the operator's Prometheus metrics")
     op.add_argument("--verbose", action="store_true")
     op.set_defaults(func=cmd_operator)
 
@@ -110,6 +122,14 @@ def main(argv: list[str] | None = None) -> int:
     ready.add_argument("--workers", type=int, default=16)
     ready.add_argument("--runs", type=int, default=5)
     ready.set_defaults(func=_bench_ready)
+
+    opb = bsub.add_parser("operator", help="N pools x M workers on kwok: pods/s, Ready latency, memory, writes")
+    opb.add_argument("--pools", type=int, default=50)
+    opb.add_argument("--workers", type=int, default=16)
+    opb.add_argument("--nodes", type=int, default=4)
+    opb.add_argument("--steady", type=int, default=60, help="seconds of the steady-state write count")
+    opb.add_argument("--timeout", type=int, default=900)
+    opb.set_defaults(func=_bench_operator)
 
     read = bsub.add_parser("read", help="store read paths compared: fresh registration, registered reader, views")
     read.add_argument("--sizes", nargs="+", default=[str(269_000_000), str(1_230_000_000)],

@@ -7,11 +7,15 @@ import asyncio
 import logging
 import random
 
+from prometheus_client import Counter, Histogram
+
 from .kube import Kube
 from .reconcile import reconcile
 
 log = logging.getLogger("rewardpool.operator")
 RESYNC_SECONDS = 60.0
+RECONCILES = Counter("rewardpool_operator_reconciles", "Reconciles run", ["result"])
+RECONCILE_SECONDS = Histogram("rewardpool_operator_reconcile_seconds", "Time of one reconcile")
 FAST_SECONDS = 5.0  # how often a pool that autoscales or drains workers is looked at again
 
 
@@ -22,7 +26,6 @@ class Controller:
         self.bodies: dict[tuple[str, str], dict] = {}
         self.wake: dict[tuple[str, str], asyncio.Event] = {}
         self.tasks: dict[tuple[str, str], asyncio.Task] = {}
-        self.reconciles = 0
 
     def pool_event(self, event_type: str | None, body: dict) -> None:
         key = (body["metadata"]["namespace"], body["metadata"]["name"])
@@ -62,12 +65,14 @@ class Controller:
             if body is None:
                 return
             try:
-                status = await reconcile(self.kube, body)
-                self.reconciles += 1
+                with RECONCILE_SECONDS.time():
+                    status = await reconcile(self.kube, body)
+                RECONCILES.labels("ok").inc()
                 backoff = 1.0
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # never let one pool's failure stop the operator
+                RECONCILES.labels("error").inc()
                 log.exception("reconcile of %s/%s failed (retry in %.0fs): %s", *key, backoff, e)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 60)

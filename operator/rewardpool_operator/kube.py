@@ -8,12 +8,15 @@ from datetime import datetime, timezone
 
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
+from prometheus_client import Counter
+
 
 from .spec import GROUP, PLURAL, VERSION
 
 log = logging.getLogger("rewardpool.operator")
 NAD = ("k8s.cni.cncf.io", "v1", "network-attachment-definitions")
 MERGE = "application/merge-patch+json"
+API_WRITES = Counter("rewardpool_operator_api_writes", "Writes the operator sent to the Kubernetes API", ["kind"])
 
 
 async def _json(coro) -> dict:
@@ -33,7 +36,6 @@ class Kube:
         self.api = api
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
-        self.writes = 0  # counted for the "no writes when nothing changes" benchmark
 
     @classmethod
     async def connect(cls) -> "Kube":
@@ -52,16 +54,16 @@ class Kube:
                                                           _preload_content=False)))["items"]
 
     async def create_pod(self, namespace: str, pod: dict) -> dict:
-        self.writes += 1
+        API_WRITES.labels("pod").inc()
         return await _json(self.core.create_namespaced_pod(namespace, pod, _preload_content=False))
 
     async def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
-        self.writes += 1
+        API_WRITES.labels("pod").inc()
         await _json(self.core.patch_namespaced_pod(name, namespace, {"metadata": {"annotations": annotations}},
                                                    _preload_content=False, _content_type=MERGE))
 
     async def delete_pod(self, namespace: str, name: str) -> None:
-        self.writes += 1
+        API_WRITES.labels("pod").inc()
         try:
             await _json(self.core.delete_namespaced_pod(name, namespace, _preload_content=False))
         except ApiException as e:
@@ -80,13 +82,13 @@ class Kube:
         except ApiException as e:
             if e.status != 404:
                 raise
-            self.writes += 1
+            API_WRITES.labels("service").inc()
             await _json(self.core.create_namespaced_service(ns, svc, _preload_content=False))
             return "created"
         want = {k: v for k, v in svc["spec"].items()}
         have = {k: current["spec"].get(k) for k in want}
         if have != want:
-            self.writes += 1
+            API_WRITES.labels("service").inc()
             await _json(self.core.patch_namespaced_service(name, ns, {"spec": want}, _preload_content=False,
                                                          _content_type=MERGE))
             return "updated"
@@ -117,11 +119,11 @@ class Kube:
         ns, name = nad["metadata"]["namespace"], nad["metadata"]["name"]
         current = await self.get_nad(ns, name)
         if current is None:
-            self.writes += 1
+            API_WRITES.labels("attachment").inc()
             await _json(self.custom.create_namespaced_custom_object(*NAD[:2], ns, NAD[2], nad, _preload_content=False))
             return "created"
         if current.get("spec") != nad["spec"]:
-            self.writes += 1
+            API_WRITES.labels("attachment").inc()
             await _json(self.custom.patch_namespaced_custom_object(*NAD[:2], ns, NAD[2], name, {"spec": nad["spec"]},
                                                                _preload_content=False, _content_type=MERGE))
             return "updated"
@@ -138,14 +140,14 @@ class Kube:
             raise
 
     async def patch_pool_status(self, namespace: str, name: str, status: dict) -> None:
-        self.writes += 1
+        API_WRITES.labels("status").inc()
         await _json(self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, name,
                                                                 {"status": status}, _preload_content=False,
                                                                       _content_type=MERGE))
 
     async def patch_pool_scale(self, namespace: str, name: str, replicas: int) -> None:
         """Change spec.replicas through /scale, the way HPA or `kubectl scale` would."""
-        self.writes += 1
+        API_WRITES.labels("scale").inc()
         await _json(self.custom.patch_namespaced_custom_object_scale(
             GROUP, VERSION, namespace, PLURAL, name, {"spec": {"replicas": replicas}}, _preload_content=False,
             _content_type=MERGE))
@@ -159,7 +161,7 @@ class Kube:
                                    "namespace": meta["namespace"], "uid": meta.get("uid")},
                 "type": type_, "reason": reason, "message": message[:1024], "source": {"component": "rewardpool-operator"},
                 "firstTimestamp": ts, "lastTimestamp": ts, "count": 1, "reportingComponent": "rewardpool-operator"}
-        self.writes += 1
+        API_WRITES.labels("event").inc()
         try:
             await _json(self.core.create_namespaced_event(meta["namespace"], body, _preload_content=False))
         except ApiException as e:  # an event is best effort; losing one must not stop a reconcile
