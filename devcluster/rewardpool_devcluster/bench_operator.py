@@ -28,7 +28,7 @@ def bench_operator(args) -> int:
 
     urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
     n_pools, workers = args.pools, args.workers
-    nodes = [kwok_node(f"rdma-node-{i}", rdma=True, memory="64Ti", pods="5000") for i in range(args.nodes)]
+    nodes = [kwok_node(f"rdma-node-{i}", rdma=True, memory="64Ti", cpu="2000", pods="5000") for i in range(args.nodes)]
     with tempfile.TemporaryDirectory(prefix="rewardpool-bench-op-") as tmp:
         cluster = LocalCluster(Path(tmp)).start(nodes=nodes)
         op = None

@@ -85,9 +85,8 @@ class Kube:
             API_WRITES.labels("service").inc()
             await _json(self.core.create_namespaced_service(ns, svc, _preload_content=False))
             return "created"
-        want = {k: v for k, v in svc["spec"].items()}
-        have = {k: current["spec"].get(k) for k in want}
-        if have != want:
+        want = svc["spec"]
+        if not _contains(current["spec"], want):
             API_WRITES.labels("service").inc()
             await _json(self.core.patch_namespaced_service(name, ns, {"spec": want}, _preload_content=False,
                                                          _content_type=MERGE))
@@ -166,6 +165,16 @@ class Kube:
             await _json(self.core.create_namespaced_event(meta["namespace"], body, _preload_content=False))
         except ApiException as e:  # an event is best effort; losing one must not stop a reconcile
             log.warning("event not posted: %s %s (%s)", reason, message, e.status)
+
+
+def _contains(have, want) -> bool:
+    """Does the live object already hold everything we want? Fields the API server fills in (a port's
+    protocol, say) are not differences: without this, every resync would patch again."""
+    if isinstance(want, dict):
+        return isinstance(have, dict) and all(_contains(have.get(k), v) for k, v in want.items())
+    if isinstance(want, list):
+        return isinstance(have, list) and len(have) == len(want) and all(map(_contains, have, want))
+    return have == want
 
 
 class NadCrdMissing(Exception):

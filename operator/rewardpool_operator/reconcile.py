@@ -211,8 +211,13 @@ async def reconcile(kube: Kube, cached: dict) -> dict | None:
         not_ready_reason = "Blocked"
     elif stale_left or len(active) != replicas or ready < replicas:
         reason = "RollingUpdate" if stale_left else ("Scaling" if len(active) != replicas else "WaitingForReady")
-        conds.append(C.cond("Progressing", True, reason,
-                            f"{ready}/{replicas} ready, {stale_left} to replace, {len(active)} present"))
+        message = f"{ready}/{replicas} ready, {stale_left} to replace, {len(active)} present"
+        unschedulable = [c for p in active for c in (p.get("status") or {}).get("conditions") or []
+                         if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"]
+        if unschedulable:  # say why instead of leaving the pods silently Pending
+            reason = "Unschedulable"
+            message += f"; {len(unschedulable)} pod(s) unschedulable: {unschedulable[0].get('message', '')}"
+        conds.append(C.cond("Progressing", True, reason, message))
         not_ready_reason = "WorkersNotReady"
     else:
         conds.append(C.cond("Progressing", False, "Stable", f"{replicas} worker(s) up to date"))
