@@ -192,6 +192,10 @@ def test_steady_pool_costs_no_writes(pools, ns):
     time.sleep(3)
     rv = pools.get("calm")["metadata"]["resourceVersion"]
     pod_rvs = {p.metadata.name: p.metadata.resource_version for p in pools.pods("calm")}
+    co = client.CustomObjectsApi(pools.api)
+    owned_rvs = lambda: (pools.core.read_namespaced_service("calm-workers", ns).metadata.resource_version,  # noqa: E731
+                         co.get_namespaced_custom_object(*NAD[:2], ns, NAD[2], "calm-roce")["metadata"]["resourceVersion"])
+    svc_nad = owned_rvs()
     n_events = len(pools.events("calm"))
     pools.patch("calm", {"metadata": {"annotations": {"poke": "1"}}})  # forces a reconcile of an unchanged spec
     time.sleep(5)
@@ -201,6 +205,7 @@ def test_steady_pool_costs_no_writes(pools, ns):
     assert pools.get("calm")["status"] == st_before
     assert {p.metadata.name: p.metadata.resource_version for p in pools.pods("calm")} == pod_rvs
     assert len(pools.events("calm")) == n_events
+    assert owned_rvs() == svc_nad  # the Service and the NAD were compared, not patched
 
 
 def test_workers_that_fit_no_node_get_a_condition_not_pending_pods(pools, ns):
