@@ -47,6 +47,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie child of ours counts as gone
+        return os.waitpid(pid, os.WNOHANG) == (0, 0)
+    except ChildProcessError:
+        return True
+
+
 def _tail(path: Path, lines: int = 25) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -110,7 +121,8 @@ class LocalCluster:
 
     @staticmethod
     def stop_recorded(workdir: Path) -> list[str]:
-        """Stop a cluster started by another process (e.g. `make down` after `make demo`)."""
+        """Stop a cluster started by another process (e.g. `make down` after `make demo`): newest component
+        first, each given 10 s to exit before it is killed (an apiserver whose etcd is gone can hang)."""
         state = workdir / "state.json"
         stopped = []
         if not state.exists():
@@ -118,9 +130,14 @@ class LocalCluster:
         for name, pid in reversed(list(json.loads(state.read_text())["pids"].items())):
             try:
                 os.kill(pid, signal.SIGTERM)
-                stopped.append(name)
             except ProcessLookupError:
-                pass
+                continue
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and _alive(pid):
+                time.sleep(0.1)
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+            stopped.append(name)
         state.unlink()
         return stopped
 

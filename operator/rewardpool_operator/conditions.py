@@ -1,13 +1,20 @@
 """Kubernetes-style conditions (type/status/reason/message/observedGeneration/lastTransitionTime), pure."""
 from __future__ import annotations
 
+import time
 from datetime import datetime, timezone
 
-TYPES = ("Ready", "Progressing", "Degraded", "InvalidSpec", "NetworkReady")
+TYPES = ("Ready", "Progressing", "Degraded", "InvalidSpec", "NetworkReady", "ScalingActive")
+_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
-def now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+def now(ts: float | None = None) -> str:
+    """RFC 3339 UTC, as Kubernetes writes times (now, or the given epoch seconds)."""
+    return datetime.fromtimestamp(time.time() if ts is None else ts, timezone.utc).strftime(_FORMAT)
+
+
+def epoch(text: str | None) -> float | None:
+    return datetime.strptime(text, _FORMAT).replace(tzinfo=timezone.utc).timestamp() if text else None
 
 
 def cond(type_: str, status: bool, reason: str, message: str) -> dict:

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime, timezone
 
 from pydantic import ValidationError
 
 from . import conditions as C
+from . import drain as drain_mod
 from . import signals as signals_mod
 from . import sizing as sizing_mod
 from . import validate
-from . import drain as drain_mod
 from .autoscaler import decide
 from .drain import DRAIN_ANNOTATION
 from .builders import attachment_ref, headless_service, network_attachment, pod_template, template_hash
@@ -24,14 +23,6 @@ from .sizing import Problem
 from .spec import HASH_LABEL, Pool
 
 log = logging.getLogger("rewardpool.operator")
-
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _epoch(text: str | None) -> float | None:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp() if text else None
 
 
 def _is_ready(pod: dict) -> bool:
@@ -71,7 +62,7 @@ async def _drain_verdict(pool: Pool, pod: dict, segment_lent: bool) -> drain_mod
     used = None
     if segment_lent and health and health.get("store_hostname") and pool.spec.store.metricsAddress:
         used = await signals_mod.segment_used_bytes(pool.spec.store.metricsAddress, health["store_hostname"])
-    waited = time.time() - (_epoch(pod["metadata"]["annotations"][DRAIN_ANNOTATION]) or time.time())
+    waited = time.time() - (C.epoch(pod["metadata"]["annotations"][DRAIN_ANNOTATION]) or time.time())
     return drain_mod.verdict(pod["metadata"]["name"], health, segment_lent, used, waited,
                              pool.spec.drainTimeoutSeconds)
 
@@ -184,10 +175,10 @@ async def reconcile(kube: Kube, cached: dict) -> dict | None:
     if auto is not None and auto.enabled and net_ok and not blocking:
         hw = pool.spec.sizing.highWatermark if pool.spec.sizing else 0.9
         dec = decide(auto, replicas, sig, hw, sizing.min_replicas_for_registration,
-                     _epoch(old_status.get("scaleDownPendingSince")), time.time())
+                     C.epoch(old_status.get("scaleDownPendingSince")), time.time())
         scaling_cond = C.cond("ScalingActive", dec.reason != "MetricsUnavailable", dec.reason, dec.message)
         scaling = {"desiredReplicas": dec.desired,
-                   "scaleDownPendingSince": _iso(dec.below_since) if dec.below_since is not None else None,
+                   "scaleDownPendingSince": C.now(dec.below_since) if dec.below_since is not None else None,
                    "lastScale": old_status.get("lastScale")}
         if dec.desired != replicas:
             await kube.patch_pool_scale(ns, name, dec.desired)

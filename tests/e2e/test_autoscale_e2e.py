@@ -7,32 +7,23 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import as_completed
-from pathlib import Path
 
 from kubernetes import client
 
 from rewardpool_devcluster.fleet import WorkerFleet
 from rewardpool_worker.client import Releaser, RewardPoolClient
 from tests.conftest import wait_for
-
-REPO = Path(__file__).resolve().parents[2]
-G, V, P = "rewardpool.io", "v1alpha1", "rewardpools"
+from tests.e2e import G, P, REPO, V, pool_spec
 
 
 def test_queue_drives_scale_up_and_drained_scale_in_and_nothing_is_lost(
         api, ns, operator, master, producer, store, ray_cluster, tmp_path):
     co, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
-    spec = {
-        "replicas": 1, "image": "rewardpool-worker:e2e",
-        "scorer": {"class": "tests.worker.custom_scorer:OneSecondScorer", "batchSize": 1},
-        "store": {"master": master.address, "metricsAddress": f"127.0.0.1:{master.metrics_port}",
-                  "protocol": "tcp", "segmentSize": "16Mi", "localBufferSize": "16Mi"},
-        "sizing": {"samplesPerRollout": 8, "outputBytesPerSample": "1Mi"},
-        "ray": {"address": ray_cluster, "namespace": "rewardpool"},
-        "autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 3, "targetQueueDepth": 2,
-                        "scaleDownDelaySeconds": 5},
-        "drainTimeoutSeconds": 90,
-    }
+    spec = pool_spec(master, ray_cluster,
+                     scorer={"class": "tests.worker.custom_scorer:OneSecondScorer", "batchSize": 1},
+                     autoscaling={"enabled": True, "minReplicas": 1, "maxReplicas": 3, "targetQueueDepth": 2,
+                                  "scaleDownDelaySeconds": 5},
+                     drainTimeoutSeconds=90)
     seen_replicas: list[int] = []
     stop = threading.Event()
 

@@ -5,30 +5,19 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from pathlib import Path
 
 from kubernetes import client
 
 from rewardpool_devcluster.fleet import WorkerFleet
 from rewardpool_worker.client import Releaser, RewardPoolClient
 from tests.conftest import wait_for
-
-REPO = Path(__file__).resolve().parents[2]
-G, V, P = "rewardpool.io", "v1alpha1", "rewardpools"
+from tests.e2e import G, P, REPO, V, pool_spec
 
 
 def test_drain_waits_for_the_segment_survives_a_restart_and_reports_a_stuck_drain(
         api, ns, operator, master, producer, store, ray_cluster, tmp_path):
     co, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
-    spec = {
-        "replicas": 2, "image": "rewardpool-worker:e2e",
-        "scorer": {"name": "mean-intensity", "batchSize": 1},
-        "store": {"master": master.address, "metricsAddress": f"127.0.0.1:{master.metrics_port}",
-                  "protocol": "tcp", "segmentSize": "16Mi", "localBufferSize": "16Mi"},
-        "sizing": {"samplesPerRollout": 8, "outputBytesPerSample": "1Mi"},
-        "ray": {"address": ray_cluster, "namespace": "rewardpool"},
-        "drainTimeoutSeconds": 10,
-    }
+    spec = pool_spec(master, ray_cluster, replicas=2, drainTimeoutSeconds=10)
 
     def pods():
         return core.list_namespaced_pod(ns, label_selector="rewardpool.io/pool=held").items
