@@ -79,6 +79,12 @@ def _bench_operator(args) -> int:
     return bench_operator(args)
 
 
+def _bench_autoscale(args) -> int:
+    from rewardpool_devcluster.bench_autoscale import bench_autoscale
+
+    return bench_autoscale(args)
+
+
 def _bench_read(args) -> int:
     from rewardpool_worker.bench_read import main as bench_read  # needs the worker extra
 
@@ -130,6 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     opb.add_argument("--steady", type=int, default=60, help="seconds of the steady-state write count")
     opb.add_argument("--timeout", type=int, default=900)
     opb.set_defaults(func=_bench_operator)
+
+    asb = bsub.add_parser("autoscale", help="LTX-2.3 rollouts, time-compressed: one fixed worker vs autoscaled")
+    asb.add_argument("--rollouts", type=int, default=3)
+    asb.add_argument("--max-workers", type=int, default=4)
+    asb.set_defaults(func=_bench_autoscale)
 
     read = bsub.add_parser("read", help="store read paths compared: fresh registration, registered reader, views")
     read.add_argument("--sizes", nargs="+", default=[str(269_000_000), str(1_230_000_000)],
