@@ -118,9 +118,9 @@ def bench_autoscale(args) -> int:
         tmp = Path(tmp)
         cluster = LocalCluster(tmp / "cluster").start()
         master = Master(tmp)
-        # The engine's segment holds 3/4 of a rollout (the origin's 16gb against ~17 GB of LTX-2.3 outputs was
-        # too small too): a reward slower than generation fills it.
-        producer = Producer(master, segment=SAMPLES * OUTPUT_BYTES * 3 // 4)
+        # The engine's segment follows the sizing rule: one rollout of outputs below the 0.9 eviction watermark
+        # (`--segment-fraction` below 1 undersizes it, like the origin's 16gb against 17 GB of LTX-2.3 outputs).
+        producer = Producer(master, segment=int(SAMPLES * OUTPUT_BYTES / 0.9 * args.segment_fraction))
         op = None
         ray.init(num_cpus=2, object_store_memory=256 << 20, include_dashboard=False, namespace="rewardpool",
                  log_to_driver=False)

@@ -140,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     asb = bsub.add_parser("autoscale", help="LTX-2.3 rollouts, time-compressed: one fixed worker vs autoscaled")
     asb.add_argument("--rollouts", type=int, default=3)
     asb.add_argument("--max-workers", type=int, default=4)
+    asb.add_argument("--segment-fraction", type=float, default=1.0,
+                     help="the engine's segment relative to the sizing rule (below 1: undersized, evictions)")
     asb.set_defaults(func=_bench_autoscale)
 
     read = bsub.add_parser("read", help="store read paths compared: fresh registration, registered reader, views")
