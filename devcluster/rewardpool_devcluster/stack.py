@@ -2,7 +2,6 @@
 with the chart ServiceAccount's identity (so the chart's RBAC is what the operator gets)."""
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -118,12 +117,3 @@ class OperatorProcess:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) * 1024
         return 0
-
-    def log_records(self) -> list[dict]:
-        out = []
-        for line in self.log_path.read_text(errors="replace").splitlines():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                pass
-        return out

@@ -11,10 +11,9 @@ from rewardpool_worker.config import (ANNOTATIONS_FILE, ENV_VAR, HTTP_PORT, RayC
 
 from .quantity import format_bytes
 from .sizing import SizingResult
-from .spec import COMPONENT_LABEL, HASH_LABEL, MANAGED_BY, POOL_LABEL, Pool
+from .spec import COMPONENT_LABEL, HASH_LABEL, MANAGED_BY, Pool
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
-NETWORK_STATUS_ANNOTATION = "k8s.v1.cni.cncf.io/network-status"
 ROCE_INTERFACE = "net1"
 WORKER_CONTAINER = "worker"
 DRAIN_GRACE_SECONDS = 300

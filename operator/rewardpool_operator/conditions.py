@@ -4,7 +4,6 @@ from __future__ import annotations
 import time
 from datetime import datetime, timezone
 
-TYPES = ("Ready", "Progressing", "Degraded", "InvalidSpec", "NetworkReady", "ScalingActive")
 _FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 

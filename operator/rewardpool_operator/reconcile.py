@@ -81,7 +81,7 @@ async def reconcile(kube: Kube, cached: dict) -> dict | None:
     try:
         pool = Pool.from_object(body)
         sizing = sizing_mod.compute(pool.spec)
-    except (ValidationError, ValueError, AssertionError) as e:  # should be caught at admission; never crash
+    except (ValidationError, ValueError) as e:  # should be caught at admission; never crash
         msg = str(e).replace("\n", "; ")
         conds = [C.cond("InvalidSpec", True, "SpecNotUnderstood", msg),
                  C.cond("Ready", False, "InvalidSpec", "the spec cannot be used: " + msg)]

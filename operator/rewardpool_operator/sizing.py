@@ -70,7 +70,8 @@ def compute(spec: PoolSpec, replicas: int | None = None) -> SizingResult:
                       f"{sz.samplesPerRollout} x {human(lat)} latents) / highWatermark {sz.highWatermark}")
     seg = spec.store.segmentSize
     if seg == "auto":
-        assert sz is not None, "segmentSize auto needs spec.sizing (the CRD enforces this)"
+        if sz is None:  # admission rejects this; a spec that slipped past it still gets a clear message
+            raise ValueError("store.segmentSize auto needs spec.sizing")
         mode = "auto"
         per_worker = _round_mib(math.ceil(needed / workers))
         rule = f"{rule_terms} = {human(needed)}, over {workers} worker(s)"

@@ -3,7 +3,6 @@ and pinned to the pod's own Ray node. It owns the store client, the registered r
 from __future__ import annotations
 
 import logging
-import threading
 
 import ray
 
@@ -32,7 +31,6 @@ class RewardWorker:
         self.scorer = build_scorer(self.cfg.scorer)
         self.actor = StoredOutputRewardActor(self.scorer, self.reader)
         self.draining = False
-        self._lock = threading.Lock()
 
     def ready(self) -> dict:
         """Readiness: the store answered setup, the buffer is registered (if sized), the model is loaded."""
