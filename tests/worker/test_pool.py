@@ -53,13 +53,11 @@ def test_client_spreads_batches_by_least_outstanding_work(actors, producer):
     client = RewardPoolClient("spread", "t")
     assert client.refresh() == ["rewardpool:t/spread:spread-pod-0", "rewardpool:t/spread:spread-pod-1"]
     refs = [producer.put(f"spread-{i}", seed=300 + i, shape=(3, 2, 8, 8)) for i in range(4)]
-    t0 = time.monotonic()
     futures = [client.submit([r], ["p"]) for r in refs]
     scores = [f.result(60)[0] for f in futures]
-    elapsed = time.monotonic() - t0
     assert scores == [pytest.approx(float(make_tensor(300 + i, [3, 2, 8, 8], "float32").mean())) for i in range(4)]
-    # 4 batches of 3 s on 2 actors that each read one at a time: ~6 s when spread, 12 s on one actor.
-    assert elapsed < 10.5, f"batches were not spread over both actors ({elapsed:.1f}s)"
+    # 4 concurrent batches on 2 actors that score one at a time: least outstanding work gives each actor 2.
+    assert sorted(client.served.values()) == [2, 2], client.served
 
 
 def test_membership_follows_the_pool(actors):
