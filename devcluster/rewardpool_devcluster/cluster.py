@@ -47,6 +47,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def terminate(procs: list[subprocess.Popen], timeout: float = 10) -> None:
+    """SIGTERM every process still running, then give them `timeout` seconds together before SIGKILL."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        try:
+            proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -109,14 +123,7 @@ class LocalCluster:
         return self
 
     def stop(self) -> None:
-        for name, proc in reversed(list(self.procs.items())):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for name, proc in self.procs.items():
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        terminate(list(reversed(self.procs.values())))
         self.procs.clear()
 
     @staticmethod

@@ -11,6 +11,8 @@ import sys
 import threading
 from pathlib import Path
 
+from .cluster import terminate
+
 log = logging.getLogger("rewardpool.devcluster.fleet")
 
 
@@ -32,14 +34,7 @@ class WorkerFleet:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join(10)
-        for name, proc in self.procs.items():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for name, proc in self.procs.items():
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        terminate(list(self.procs.values()), timeout=30)  # workers drain before they exit
 
     def _run(self) -> None:
         while not self._stop.wait(0.3):

@@ -11,7 +11,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from .cluster import REPO, LocalCluster, free_port
+from .cluster import REPO, LocalCluster, free_port, terminate
 
 log = logging.getLogger("rewardpool.devcluster")
 CHART = REPO / "charts" / "rewardpool-operator"
@@ -85,13 +85,8 @@ class OperatorProcess:
         raise RuntimeError(f"operator not healthy after {timeout}s; log tail:\n{self.log_tail()}")
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc:
+            terminate([self.proc], timeout=15)
 
     def kill(self) -> None:
         """Crash-stop (SIGKILL): what a restart test uses."""

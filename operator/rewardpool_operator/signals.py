@@ -4,6 +4,7 @@ worker answers, the queue is unknown (None), which the autoscaler treats as "hol
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 
 import aiohttp
@@ -61,8 +62,6 @@ async def read(pod_ips: list[str], master_metrics: str | None) -> Signals:
 
 async def worker_health(pod_ip: str) -> dict | None:
     """The worker's /healthz (phase, in_flight, store_hostname), or None when it does not answer."""
-    import json
-
     async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
         text = await _get(session, f"http://{pod_ip}:{HTTP_PORT}/healthz")
     return json.loads(text) if text else None
@@ -79,8 +78,6 @@ async def request_drain(pod_ip: str) -> bool:
 
 async def segment_used_bytes(master_metrics: str, segment: str) -> int | None:
     """Bytes the master says are allocated in one client's segment (None if unknown)."""
-    import json
-
     async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
         text = await _get(session, f"http://{master_metrics}/get_segments_detail")
     if not text:
