@@ -1,8 +1,11 @@
 """Stands in for the kubelet and container runtime of kwok pods: for each pod of a pool, a real worker
 process (`rewardpool_worker.main`) on the pod's own IP (kwok hands out loopback addresses), with the config
-the operator rendered into the pod; SIGTERM when the pod is deleted, as a kubelet would."""
+the operator rendered into the pod; SIGTERM when the pod is deleted, as a kubelet would. Like a kubelet, it
+keeps each pod's Downward API annotations file and its control-token Secret volume up to date."""
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import os
 import signal
@@ -11,15 +14,21 @@ import sys
 import threading
 from pathlib import Path
 
+from rewardpool_worker.config import CONTROL_SECRET_KEY, control_secret_name
+
 from .cluster import terminate
 
 log = logging.getLogger("rewardpool.devcluster.fleet")
 
 
 class WorkerFleet:
-    def __init__(self, core_api, namespace: str, pool: str, log_dir: Path, env: dict[str, str] | None = None):
+    def __init__(self, core_api, namespace: str, pool: str, log_dir: Path, env: dict[str, str] | None = None,
+                 token_override: str | None = None):
+        """token_override: give the workers this token instead of the pool's Secret (a worker that will refuse
+        the operator's HTTP calls, as behind a wrong network policy)."""
         self.core, self.namespace, self.pool, self.log_dir = core_api, namespace, pool, log_dir
         self.env = env or {}
+        self.token_override = token_override
         self.procs: dict[str, subprocess.Popen] = {}
         self.ips: dict[str, str] = {}
         self.started: list[str] = []
@@ -49,6 +58,9 @@ class WorkerFleet:
         for pod in pods:
             if pod.metadata.deletion_timestamp is None and pod.status.pod_ip:
                 live[pod.metadata.name] = pod
+        self._write_token()
+        for name, pod in live.items():
+            self._write_annotations(pod)
         busy = {self.ips[n] for n, p in self.procs.items() if p.poll() is None}
         for name, pod in live.items():
             # kwok may hand a deleted pod's IP to a new pod while the old worker still drains on it (a kubelet
@@ -63,13 +75,44 @@ class WorkerFleet:
             if proc.poll() is not None:
                 self.exit_codes[name] = proc.returncode
 
+    @property
+    def token_file(self) -> Path:
+        return self.log_dir / "control-token"
+
+    def _write_token(self) -> None:
+        """The Secret volume: the pool's token, refreshed when the Secret is rotated."""
+        token = self.token_override
+        if token is None:
+            try:
+                secret = self.core.read_namespaced_secret(control_secret_name(self.pool), self.namespace)
+            except Exception:
+                return  # not created yet, or being rotated: keep what the volume had
+            token = base64.b64decode(secret.data[CONTROL_SECRET_KEY]).decode()
+        if not self.token_file.exists() or self.token_file.read_text() != token:
+            tmp = self.token_file.with_suffix(".tmp")
+            tmp.write_text(token)
+            tmp.replace(self.token_file)
+
+    def _annotations_file(self, name: str) -> Path:
+        return self.log_dir / f"{name}.annotations"
+
+    def _write_annotations(self, pod) -> None:
+        """The Downward API file: one key="value" line per annotation, Go-quoted (JSON-compatible here)."""
+        text = "".join(f"{k}={json.dumps(v)}\n" for k, v in sorted((pod.metadata.annotations or {}).items()))
+        path = self._annotations_file(pod.metadata.name)
+        if not path.exists() or path.read_text() != text:
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(text)
+            tmp.replace(path)
+
     def _start(self, pod) -> None:
         container = pod.spec.containers[0]
         env = {e.name: e.value for e in container.env if e.value is not None}
         ip = pod.status.pod_ip
         env.update({"POD_NAME": pod.metadata.name, "POD_NAMESPACE": self.namespace, "POD_IP": ip,
                     "REWARDPOOL_HTTP_HOST": ip, "MC_TCP_BIND_ADDRESS": ip,
-                    "REWARDPOOL_ANNOTATIONS_FILE": str(self.log_dir / "no-annotations")})
+                    "REWARDPOOL_ANNOTATIONS_FILE": str(self._annotations_file(pod.metadata.name)),
+                    "REWARDPOOL_CONTROL_TOKEN_FILE": str(self.token_file)})
         logf = open(self.log_dir / f"{pod.metadata.name}.log", "wb")
         self.procs[pod.metadata.name] = subprocess.Popen(
             [sys.executable, "-m", "rewardpool_worker.main"], env={**os.environ, **self.env, **env},

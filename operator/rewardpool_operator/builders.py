@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import copy
+import base64
 import hashlib
 import json
 
-from rewardpool_worker.config import (ANNOTATIONS_FILE, ENV_VAR, HTTP_PORT, RayConfig, ScorerConfig,
-                                      StoreConfig, WorkerConfig)
+from rewardpool_worker.config import (ANNOTATIONS_FILE, CONTROL_SECRET_KEY, CONTROL_TOKEN_DIR, ENV_VAR, HTTP_PORT,
+                                      RayConfig, ScorerConfig, StoreConfig, WorkerConfig, control_secret_name)
 
 from .quantity import format_bytes
 from .sizing import SizingResult
@@ -75,6 +76,26 @@ def headless_service(pool: Pool) -> dict:
             "spec": {"clusterIP": "None", "selector": {**pool.selector, COMPONENT_LABEL: "worker"},
                      "publishNotReadyAddresses": True,
                      "ports": [{"name": "http", "port": HTTP_PORT, "targetPort": "http"}]}}
+
+
+# ---- control token -------------------------------------------------------------------------------------------
+CONTROL_COMPONENT = "control-token"
+
+
+def control_secret(pool: Pool, token: str) -> dict:
+    """The pool's control token (the caller draws it at random): only its holder may drain a worker."""
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": _meta(pool, control_secret_name(pool.name), CONTROL_COMPONENT),
+            "data": {CONTROL_SECRET_KEY: base64.b64encode(token.encode()).decode()}}
+
+
+def control_token(secret: dict) -> str | None:
+    """The token in a control Secret, or None if the Secret is not one of ours (a name clash)."""
+    labels = secret.get("metadata", {}).get("labels") or {}
+    raw = (secret.get("data") or {}).get(CONTROL_SECRET_KEY)
+    if labels.get(COMPONENT_LABEL) != CONTROL_COMPONENT or not raw:
+        return None
+    return base64.b64decode(raw).decode()
 
 
 # ---- worker ----------------------------------------------------------------------------------------------------
@@ -158,7 +179,8 @@ def pod_template(pool: Pool, sizing: SizingResult) -> dict:
         "securityContext": {"privileged": False, "allowPrivilegeEscalation": False,
                             "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]}},
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
-                         {"name": "podinfo", "mountPath": ANNOTATIONS_FILE.rsplit("/", 1)[0], "readOnly": True}],
+                         {"name": "podinfo", "mountPath": ANNOTATIONS_FILE.rsplit("/", 1)[0], "readOnly": True},
+                         {"name": "control", "mountPath": CONTROL_TOKEN_DIR, "readOnly": True}],
     }
     pod = {
         "apiVersion": "v1", "kind": "Pod",
@@ -184,6 +206,9 @@ def pod_template(pool: Pool, sizing: SizingResult) -> dict:
                 {"name": "podinfo", "downwardAPI": {"items": [
                     {"path": ANNOTATIONS_FILE.rsplit("/", 1)[1], "fieldRef": {"fieldPath": "metadata.annotations"}},
                     {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}},
+                # Not a subPath mount: the kubelet then refreshes the file when the Secret is rotated.
+                {"name": "control", "secret": {"secretName": control_secret_name(pool.name), "defaultMode": 0o440,
+                                               "items": [{"key": CONTROL_SECRET_KEY, "path": CONTROL_SECRET_KEY}]}},
             ],
         },
     }
@@ -198,7 +223,8 @@ def template_hash(pod: dict) -> str:
 
 
 def desired_objects(pool: Pool, sizing: SizingResult) -> list[dict]:
-    """Everything the operator creates for a pool, workers named as the API server would name them."""
+    """Everything the operator creates for a pool, workers named as the API server would name them; not the
+    control Secret, whose token the operator draws at random when it creates it."""
     objs = [o for o in (network_attachment(pool), headless_service(pool)) if o is not None]
     template = pod_template(pool, sizing)
     for i in range(pool.spec.replicas):

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DRAIN_ANNOTATION = "rewardpool.io/drain-requested-at"
-
 
 @dataclass(frozen=True)
 class Verdict:

@@ -70,6 +70,20 @@ class Kube:
             if e.status != 404:
                 raise
 
+    # secrets: the pool's control token only (RBAC grants get and create, never list or watch)
+    async def get_secret(self, namespace: str, name: str) -> dict | None:
+        try:
+            return await _json(self.core.read_namespaced_secret(name, namespace, _preload_content=False))
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    async def create_secret(self, secret: dict) -> dict:
+        API_WRITES.labels("secret").inc()
+        return await _json(self.core.create_namespaced_secret(secret["metadata"]["namespace"], secret,
+                                                              _preload_content=False))
+
     # nodes
     async def list_nodes(self, selector: str) -> list[dict]:
         return (await _json(self.core.list_node(label_selector=selector, _preload_content=False)))["items"]

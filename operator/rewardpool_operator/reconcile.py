@@ -4,9 +4,12 @@ changed. Pods are created by the operator itself so that it, not a ReplicaSet, c
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 
 from pydantic import ValidationError
+
+from rewardpool_worker.config import DRAIN_ANNOTATION, control_secret_name
 
 from . import conditions as C
 from . import drain as drain_mod
@@ -14,8 +17,8 @@ from . import signals as signals_mod
 from . import sizing as sizing_mod
 from . import validate
 from .autoscaler import decide
-from .drain import DRAIN_ANNOTATION
-from .builders import attachment_ref, headless_service, network_attachment, pod_template, template_hash
+from .builders import (attachment_ref, control_secret, control_token, headless_service, network_attachment,
+                       pod_template, template_hash)
 from .kube import Kube, NadCrdMissing
 from .placement import nodes_that_fit
 from .quantity import format_bytes
@@ -45,20 +48,36 @@ def _removal_order(pods: list[dict], want_hash: str, queue: dict[str, int]) -> l
                                                queue.get(_ip(p) or "", 0)))
 
 
-async def _start_drain(kube: Kube, pod: dict, why: str, events: list) -> None:
+async def _ensure_control_token(kube: Kube, pool: Pool, events: list) -> tuple[str | None, Problem | None]:
+    """The pool's control token, creating its Secret (with a fresh random token) when it is missing: deleting
+    the Secret is how a user rotates the token. A same-named Secret that is not ours is left alone."""
+    name = control_secret_name(pool.name)
+    current = await kube.get_secret(pool.namespace, name)
+    if current is None:
+        current = await kube.create_secret(control_secret(pool, secrets.token_urlsafe(32)))
+        events.append(("Normal", "ControlTokenCreated", f"created Secret {name} with a new control token"))
+    token = control_token(current)
+    if token is None:
+        return None, Problem("ControlSecretConflict", f"Secret {name} exists but is not this pool's control "
+                             "token (no control-token label or no token key); rename or delete it", True)
+    return token, None
+
+
+async def _start_drain(kube: Kube, pod: dict, why: str, events: list, token: str) -> None:
     name = pod["metadata"]["name"]
+    # The annotation is the request (the worker also reads it); the HTTP call makes it immediate.
     await kube.annotate_pod(pod["metadata"]["namespace"], name, {DRAIN_ANNOTATION: C.now()})
     pod["metadata"].setdefault("annotations", {})[DRAIN_ANNOTATION] = C.now()
     if _ip(pod):
-        await signals_mod.request_drain(_ip(pod))
+        await signals_mod.request_drain(_ip(pod), token)
     events.append(("Normal", "WorkerDraining", f"draining worker pod {name} ({why}): no new batches"))
 
 
-async def _drain_verdict(pool: Pool, pod: dict, segment_lent: bool) -> drain_mod.Verdict:
+async def _drain_verdict(pool: Pool, pod: dict, segment_lent: bool, token: str | None) -> drain_mod.Verdict:
     ip = _ip(pod)
     health = await signals_mod.worker_health(ip) if ip else None
-    if health is not None and health.get("phase") == "ready":
-        await signals_mod.request_drain(ip)  # asked before an operator restart, or the request was lost
+    if health is not None and health.get("phase") == "ready" and token:
+        await signals_mod.request_drain(ip, token)  # asked before an operator restart, or the request was lost
     used = None
     if segment_lent and health and health.get("store_hostname") and pool.spec.store.metricsAddress:
         used = await signals_mod.segment_used_bytes(pool.spec.store.metricsAddress, health["store_hostname"])
@@ -117,6 +136,9 @@ async def reconcile(kube: Kube, cached: dict) -> dict | None:
     action = await kube.ensure_service(headless_service(pool))
     if action == "created":
         events.append(("Normal", "ServiceCreated", f"created headless service {name}-workers"))
+    token, token_problem = await _ensure_control_token(kube, pool, events)
+    if token_problem is not None:
+        problems.append(token_problem)
 
     # ---- placement -------------------------------------------------------------------------------------------
     nodes = await kube.list_nodes(",".join(f"{k}={v}" for k, v in pool.spec.placement.rdmaNodeSelector.items()))
@@ -140,7 +162,7 @@ async def reconcile(kube: Kube, cached: dict) -> dict | None:
     if net_ok and not blocking:
         surplus = len(serving) - replicas
         for pod in _removal_order(serving, want_hash, sig.per_worker)[:max(surplus, 0)]:
-            await _start_drain(kube, pod, "scale in", events)
+            await _start_drain(kube, pod, "scale in", events, token)
             serving.remove(pod)
             draining.append(pod)
         for _ in range(replicas - len(serving)):
@@ -151,11 +173,11 @@ async def reconcile(kube: Kube, cached: dict) -> dict | None:
         stale = [p for p in serving if p["metadata"]["labels"].get(HASH_LABEL) != want_hash]
         unavailable = sum(1 for p in serving if not _is_ready(p)) + len(draining) + sum(1 for p in pods if _terminating(p))
         for pod in _removal_order(stale, want_hash, sig.per_worker)[:max(max(1, replicas // 4) - unavailable, 0)]:
-            await _start_drain(kube, pod, "spec changed", events)
+            await _start_drain(kube, pod, "spec changed", events, token)
             serving.remove(pod)
             draining.append(pod)
     for pod in list(draining):
-        v = await _drain_verdict(pool, pod, sizing.per_worker_bytes > 0)
+        v = await _drain_verdict(pool, pod, sizing.per_worker_bytes > 0, token)
         if v.action == "delete":
             await kube.delete_pod(ns, pod["metadata"]["name"])
             draining.remove(pod)

@@ -10,7 +10,7 @@ import logging
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from rewardpool_worker.config import HTTP_PORT
+from rewardpool_worker.config import HTTP_PORT, control_header
 
 from .autoscaler import Signals
 
@@ -67,10 +67,15 @@ async def worker_health(pod_ip: str) -> dict | None:
     return json.loads(text) if text else None
 
 
-async def request_drain(pod_ip: str) -> bool:
+async def request_drain(pod_ip: str, token: str) -> bool:
+    """POST /drain with the pool's control token. A refusal is logged; the drain annotation the operator
+    wrote first still reaches the worker through its Downward API file."""
     try:
         async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
-            async with session.post(f"http://{pod_ip}:{HTTP_PORT}/drain") as resp:
+            async with session.post(f"http://{pod_ip}:{HTTP_PORT}/drain", headers=control_header(token)) as resp:
+                if resp.status in (401, 403):
+                    log.warning("worker %s refused the drain request (%s): %s", pod_ip, resp.status,
+                                await resp.text())
                 return resp.status == 202
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
         return False

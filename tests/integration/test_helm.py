@@ -54,7 +54,7 @@ SA = f"system:serviceaccount:{OPERATOR_NS}:{RELEASE}-rewardpool-operator"
     ("create", "pods", True), ("delete", "pods", True), ("watch", "rewardpools.rewardpool.io", True),
     ("patch", "rewardpools.rewardpool.io --subresource=status", True), ("create", "network-attachment-definitions.k8s.cni.cncf.io", True),
     ("list", "nodes", True), ("create", "events", True), ("patch", "rewardpools.rewardpool.io --subresource=scale", True),
-    ("get", "secrets", False), ("list", "secrets", False), ("update", "rewardpools.rewardpool.io", False),
+    ("get", "secrets", True), ("list", "secrets", False), ("delete", "secrets", False), ("update", "rewardpools.rewardpool.io", False),
     ("create", "deployments.apps", False), ("delete", "nodes", False), ("create", "clusterrolebindings", False),
 ])
 def test_chart_rbac_is_least_privilege(chart, verb, resource, allowed):
@@ -65,3 +65,41 @@ def test_chart_rbac_is_least_privilege(chart, verb, resource, allowed):
 def test_operator_identity_is_denied_secrets(operator):
     res = kubectl(operator.kubeconfig, "get", "secrets", "-n", "default", check=False)
     assert res.returncode != 0 and "Forbidden" in res.stderr and "cannot list resource \"secrets\"" in res.stderr
+
+
+def test_network_policies_render_per_namespace_and_are_admitted(chart):
+    """The workers' NetworkPolicies, admitted by the real API server. The dev cluster's kwok nodes have no CNI,
+    so nothing enforces them here: the token check is proven on its own (tests/e2e/test_control_e2e.py)."""
+    import yaml
+
+    from rewardpool_worker.config import HTTP_PORT
+
+    for ns in ("np-a", "np-b"):
+        kubectl(chart, "create", "namespace", ns, check=False)
+    rendered = helm("template", "np", str(CHART), "--namespace", OPERATOR_NS, "--set", "rbac.create=false",
+                    "--set", "networkPolicy.namespaces={np-a,np-b}", "--set", "networkPolicy.clientNamespaces={train}",
+                    "--set", "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.team=monitoring",
+                    "--show-only", "templates/networkpolicy.yaml").stdout
+    policies = [d for d in yaml.safe_load_all(rendered) if d]
+    assert [p["metadata"]["namespace"] for p in policies] == ["np-a", "np-b"]
+    res = kubectl(chart, "apply", "--server-side", "-f", "-", input=rendered, check=False)
+    assert res.returncode == 0, res.stderr
+    live = yaml.safe_load(kubectl(chart, "get", "networkpolicy", "np-rewardpool-operator-workers", "-n", "np-a",
+                                  "-o", "yaml").stdout)["spec"]
+    assert live["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "rewardpool-worker",
+                                                  "app.kubernetes.io/component": "worker"}
+    assert live["policyTypes"] == ["Ingress"]
+    control, data = live["ingress"]
+    # The control port: the operator's pods and the named scraper, nobody else.
+    assert control["ports"] == [{"protocol": "TCP", "port": HTTP_PORT}]
+    assert control["from"][0]["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": OPERATOR_NS}
+    assert control["from"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/name"] == "rewardpool-operator"
+    assert control["from"][1] == {"namespaceSelector": {"matchLabels": {"team": "monitoring"}}}
+    assert len(control["from"]) == 2
+    # Every other port (store client, Ray): the pools' workers and the training namespace; never the control port.
+    tcp = sorted((p["port"], p["endPort"]) for p in data["ports"] if p["protocol"] == "TCP")
+    assert tcp == [(1, HTTP_PORT - 1), (HTTP_PORT + 1, 65535)]
+    assert {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "train"}}} in data["from"]
+    # Nothing is rendered without namespaces to protect (cluster scope, none listed): NOTES says so.
+    assert "kind: NetworkPolicy" not in helm("template", "np", str(CHART)).stdout
+    assert "No NetworkPolicy rendered" in helm("install", "np", str(CHART), "--dry-run=client").stdout

@@ -12,6 +12,25 @@ ENV_VAR = "REWARDPOOL_WORKER_CONFIG"
 # Where the pod's Downward API volume puts its annotations (Multus network-status lives there).
 ANNOTATIONS_FILE = "/etc/podinfo/annotations"
 HTTP_PORT = 8000
+# Control calls (POST /drain, and any future mutating endpoint) carry the pool's token as a bearer token.
+# The operator keeps it in a per-pool Secret and the pod mounts that Secret read-only; the worker reads the
+# file on every call, so a rotated Secret (deleted, recreated by the operator) is picked up without a restart.
+CONTROL_SECRET_KEY = "token"
+CONTROL_TOKEN_DIR = "/etc/rewardpool/control"
+CONTROL_TOKEN_FILE = f"{CONTROL_TOKEN_DIR}/{CONTROL_SECRET_KEY}"
+CONTROL_HEADER = "Authorization"
+CONTROL_SCHEME = "Bearer"
+# The operator's drain request as a pod annotation: the worker honours it from its Downward API annotations
+# file too, so a drain cannot be stranded when the HTTP call never arrives (a network policy mistake).
+DRAIN_ANNOTATION = "rewardpool.io/drain-requested-at"
+
+
+def control_secret_name(pool: str) -> str:
+    return f"{pool}-control"
+
+
+def control_header(token: str) -> dict[str, str]:
+    return {CONTROL_HEADER: f"{CONTROL_SCHEME} {token}"}
 BUILTIN_SCORERS = ("pickscore", "mean-intensity")
 
 

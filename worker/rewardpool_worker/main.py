@@ -1,5 +1,6 @@
 """Worker entrypoint (the image's command): read the config the operator rendered, find the RoCE address,
-join Ray, host this pod's reward actor, serve /healthz /readyz /metrics, and drain on SIGTERM or POST /drain."""
+join Ray, host this pod's reward actor, serve /healthz /readyz /metrics, and drain on SIGTERM, on an
+authenticated POST /drain, or when the operator's drain annotation shows up in the Downward API file."""
 from __future__ import annotations
 
 import json
@@ -12,12 +13,14 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from .config import ANNOTATIONS_FILE, WorkerConfig
+from .config import ANNOTATIONS_FILE, CONTROL_TOKEN_FILE, DRAIN_ANNOTATION, WorkerConfig
+from .control import ControlAuth
 from .metrics import WorkerMetrics
-from .network import local_hostname
+from .network import local_hostname, parse_annotations_file
 
 log = logging.getLogger("rewardpool.worker")
 
@@ -35,7 +38,10 @@ class State:
         return self.phase == "ready"
 
 
-def serve_http(host: str, port: int, state: State, metrics: WorkerMetrics) -> ThreadingHTTPServer:
+def serve_http(host: str, port: int, state: State, metrics: WorkerMetrics,
+               auth: ControlAuth) -> ThreadingHTTPServer:
+    """Reads (/healthz, /readyz, /metrics) are open: probes and scrapers need them and they change nothing.
+    Control calls need the pool's token (401 without one, 403 with a wrong one)."""
     class Handler(BaseHTTPRequestHandler):
         def _send(self, code: int, body: bytes, ctype: str = "application/json"):
             self.send_response(code)
@@ -56,11 +62,17 @@ def serve_http(host: str, port: int, state: State, metrics: WorkerMetrics) -> Th
                 self._send(404, b"{}")
 
         def do_POST(self):
-            if self.path == "/drain":
-                state.drain.set()
-                self._send(202, json.dumps({"phase": "draining"}).encode())
-            else:
+            if self.path != "/drain":
                 self._send(404, b"{}")
+                return
+            code, why = auth.check(self.headers.get("Authorization"))
+            if code != 200:
+                log.warning("refused %s %s from %s: %s", self.command, self.path, self.client_address[0], why)
+                self._send(code, json.dumps({"error": why}).encode())
+                return
+            log.info("drain requested over HTTP by %s", self.client_address[0])
+            state.drain.set()
+            self._send(202, json.dumps({"phase": "draining"}).encode())
 
         def log_message(self, *args):  # probes every few seconds: keep them out of the log
             pass
@@ -87,6 +99,24 @@ def connect_ray(cfg: WorkerConfig, node_ip: str) -> None:
         subprocess.run(["ray", "start", f"--address={cfg.ray.address}", f"--node-ip-address={node_ip}",
                         "--num-cpus=" + os.environ.get("REWARDPOOL_RAY_CPUS", "2")], check=True)
         ray.init(address=cfg.ray.address, **kw)
+
+
+def watch_drain_annotation(state: State, annotations_file: str, period: float = 1.0) -> threading.Thread:
+    """Drain when the operator's annotation appears in the pod's Downward API annotations file, so a drain
+    reaches the worker even if the HTTP call is blocked (the kubelet refreshes the file within its sync
+    period)."""
+    def loop():
+        path = Path(annotations_file)
+        while not state.drain.is_set() and not state.stop.wait(period):
+            try:
+                if DRAIN_ANNOTATION in parse_annotations_file(path.read_text()):
+                    log.info("drain requested by the pod annotation %s", DRAIN_ANNOTATION)
+                    state.drain.set()
+            except (OSError, ValueError):
+                pass  # no file (not under a kubelet) or a partial write: look again next period
+    t = threading.Thread(target=loop, daemon=True, name="drain-annotation")
+    t.start()
+    return t
 
 
 def install_signal_handlers(state: State) -> None:
@@ -145,7 +175,9 @@ def main() -> int:
     cfg = WorkerConfig.from_env()
     pod = os.environ.get("POD_NAME") or socket.gethostname()
     state, metrics = State(), WorkerMetrics()
-    serve_http(os.environ.get("REWARDPOOL_HTTP_HOST", "0.0.0.0"), cfg.http_port, state, metrics)
+    auth = ControlAuth(os.environ.get("REWARDPOOL_CONTROL_TOKEN_FILE", CONTROL_TOKEN_FILE))
+    serve_http(os.environ.get("REWARDPOOL_HTTP_HOST", "0.0.0.0"), cfg.http_port, state, metrics, auth)
+    watch_drain_annotation(state, os.environ.get("REWARDPOOL_ANNOTATIONS_FILE", ANNOTATIONS_FILE))
     install_signal_handlers(state)
     try:
         return run(cfg, pod, state, metrics, float(os.environ.get("REWARDPOOL_DRAIN_TIMEOUT", "280")))

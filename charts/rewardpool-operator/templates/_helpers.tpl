@@ -20,7 +20,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- default (include "rewardpool.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
 
-{{/* What the operator does in a namespace: pools (read, status), pods, services, attachments, events. */}}
+{{/* What the operator does in a namespace: pools (read, status), pods, services, attachments, events, and the
+pools' control-token Secrets: get and create only (no list or watch, so it cannot enumerate Secrets; RBAC
+cannot select by label, so the write guard policy limits its Secret writes to control tokens). */}}
 {{- define "rewardpool.namespacedRules" -}}
 - apiGroups: [rewardpool.io]
   resources: [rewardpools]
@@ -40,6 +42,14 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch]
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, create]
+{{- end -}}
+
+{{/* Namespaces whose worker pods get the chart's NetworkPolicy. */}}
+{{- define "rewardpool.policyNamespaces" -}}
+{{- default .Values.watchNamespaces .Values.networkPolicy.namespaces | toJson -}}
 {{- end -}}
 
 {{/* Cluster-scoped reads: node capacity (does a worker fit?) and CRD discovery (kopf). */}}
