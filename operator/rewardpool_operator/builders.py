@@ -12,11 +12,11 @@ from rewardpool_worker.config import (ANNOTATIONS_FILE, CONTROL_SECRET_KEY, CONT
 
 from .quantity import format_bytes
 from .sizing import SizingResult
-from .spec import COMPONENT_LABEL, HASH_LABEL, MANAGED_BY, Pool
+from .rollout import max_unavailable
+from .spec import COMPONENT_LABEL, HASH_LABEL, MANAGED_BY, WORKER_CONTAINER, Pool
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 ROCE_INTERFACE = "net1"
-WORKER_CONTAINER = "worker"
 DRAIN_GRACE_SECONDS = 300
 NAD_API_VERSION = "k8s.cni.cncf.io/v1"
 
@@ -76,6 +76,15 @@ def headless_service(pool: Pool) -> dict:
             "spec": {"clusterIP": "None", "selector": {**pool.selector, COMPONENT_LABEL: "worker"},
                      "publishNotReadyAddresses": True,
                      "ports": [{"name": "http", "port": HTTP_PORT, "targetPort": "http"}]}}
+
+
+# ---- disruption budget ---------------------------------------------------------------------------------------
+def disruption_budget(pool: Pool) -> dict:
+    """Voluntary evictions (`kubectl drain`, cluster autoscaler) get the same budget as the operator's own
+    rollouts, so a node drain takes workers away one budget at a time while replacements start elsewhere."""
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": _meta(pool, pool.name, "workers"),
+            "spec": {"maxUnavailable": max_unavailable(pool.spec.replicas),
+                     "selector": {"matchLabels": {**pool.selector, COMPONENT_LABEL: "worker"}}}}
 
 
 # ---- control token -------------------------------------------------------------------------------------------
@@ -225,7 +234,7 @@ def template_hash(pod: dict) -> str:
 def desired_objects(pool: Pool, sizing: SizingResult) -> list[dict]:
     """Everything the operator creates for a pool, workers named as the API server would name them; not the
     control Secret, whose token the operator draws at random when it creates it."""
-    objs = [o for o in (network_attachment(pool), headless_service(pool)) if o is not None]
+    objs = [o for o in (network_attachment(pool), headless_service(pool), disruption_budget(pool)) if o is not None]
     template = pod_template(pool, sizing)
     for i in range(pool.spec.replicas):
         pod = copy.deepcopy(template)

@@ -36,6 +36,7 @@ class Kube:
         self.api = api
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
+        self.policy = client.PolicyV1Api(api)
 
     @classmethod
     async def connect(cls) -> "Kube":
@@ -104,6 +105,24 @@ class Kube:
             API_WRITES.labels("service").inc()
             await _json(self.core.patch_namespaced_service(name, ns, {"spec": want}, _preload_content=False,
                                                          _content_type=MERGE))
+            return "updated"
+        return "unchanged"
+
+    # disruption budgets
+    async def ensure_pdb(self, pdb: dict) -> str:
+        ns, name = pdb["metadata"]["namespace"], pdb["metadata"]["name"]
+        try:
+            current = await _json(self.policy.read_namespaced_pod_disruption_budget(name, ns, _preload_content=False))
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            API_WRITES.labels("disruptionbudget").inc()
+            await _json(self.policy.create_namespaced_pod_disruption_budget(ns, pdb, _preload_content=False))
+            return "created"
+        if not _contains(current["spec"], pdb["spec"]):
+            API_WRITES.labels("disruptionbudget").inc()
+            await _json(self.policy.patch_namespaced_pod_disruption_budget(name, ns, {"spec": pdb["spec"]},
+                                                                         _preload_content=False, _content_type=MERGE))
             return "updated"
         return "unchanged"
 

@@ -17,10 +17,12 @@ from . import signals as signals_mod
 from . import sizing as sizing_mod
 from . import validate
 from .autoscaler import decide
-from .builders import (attachment_ref, control_secret, control_token, headless_service, network_attachment,
-                       pod_template, template_hash)
+from .builders import (attachment_ref, control_secret, control_token, disruption_budget, headless_service,
+                       network_attachment, pod_template, template_hash)
 from .kube import Kube, NadCrdMissing
-from .placement import nodes_that_fit
+from .rollout import is_ready as _is_ready
+from .rollout import pod_ip as _ip
+from .rollout import removal_order, roll_allowance
 from .quantity import format_bytes
 from .sizing import Problem
 from .spec import HASH_LABEL, Pool
@@ -28,24 +30,8 @@ from .spec import HASH_LABEL, Pool
 log = logging.getLogger("rewardpool.operator")
 
 
-def _is_ready(pod: dict) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
-
-
 def _terminating(pod: dict) -> bool:
     return bool(pod["metadata"].get("deletionTimestamp"))
-
-
-def _ip(pod: dict) -> str | None:
-    return (pod.get("status") or {}).get("podIP")
-
-
-def _removal_order(pods: list[dict], want_hash: str, queue: dict[str, int]) -> list[dict]:
-    """Who leaves first: stale template, then not ready, then the least work, then the newest."""
-    newest_first = sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", ""), reverse=True)
-    return sorted(newest_first, key=lambda p: (p["metadata"]["labels"].get(HASH_LABEL) == want_hash, _is_ready(p),
-                                               queue.get(_ip(p) or "", 0)))
 
 
 async def _ensure_control_token(kube: Kube, pool: Pool, events: list) -> tuple[str | None, Problem | None]:
@@ -109,8 +95,6 @@ async def reconcile(kube: Kube, cached: dict) -> dict | None:
         await _write_status(kube, body, old_status, status, [("Warning", "InvalidSpec", msg)])
         return status
 
-    problems: list[Problem] = list(sizing.problems) + validate.check(pool.spec)
-
     # ---- network -------------------------------------------------------------------------------------------
     ref = attachment_ref(pool)
     net_ok, net_reason, net_msg = True, "PodNetworkOnly", "no RoCE attachment requested"
@@ -136,15 +120,16 @@ async def reconcile(kube: Kube, cached: dict) -> dict | None:
     action = await kube.ensure_service(headless_service(pool))
     if action == "created":
         events.append(("Normal", "ServiceCreated", f"created headless service {name}-workers"))
+    action = await kube.ensure_pdb(disruption_budget(pool))
+    if action == "created":
+        events.append(("Normal", "DisruptionBudgetCreated", f"created PodDisruptionBudget {name}"))
+
+    # ---- findings: sizing, spec, placement, the control token ----------------------------------------------------
+    nodes = await kube.list_nodes(",".join(f"{k}={v}" for k, v in pool.spec.placement.rdmaNodeSelector.items()))
+    problems: list[Problem] = validate.findings(pool.spec, sizing, nodes)
     token, token_problem = await _ensure_control_token(kube, pool, events)
     if token_problem is not None:
         problems.append(token_problem)
-
-    # ---- placement -------------------------------------------------------------------------------------------
-    nodes = await kube.list_nodes(",".join(f"{k}={v}" for k, v in pool.spec.placement.rdmaNodeSelector.items()))
-    fit, why = nodes_that_fit(pool.spec, sizing.memory_bytes, nodes)
-    if not fit:
-        problems.append(Problem("WorkersDoNotFit", why, blocking=True))
 
     blocking = [p for p in problems if p.blocking]
     spec_blocking = [p for p in blocking if p.reason != "WorkersDoNotFit"]
@@ -161,7 +146,7 @@ async def reconcile(kube: Kube, cached: dict) -> dict | None:
     stuck: list[Problem] = []
     if net_ok and not blocking:
         surplus = len(serving) - replicas
-        for pod in _removal_order(serving, want_hash, sig.per_worker)[:max(surplus, 0)]:
+        for pod in removal_order(serving, want_hash, sig.per_worker)[:max(surplus, 0)]:
             await _start_drain(kube, pod, "scale in", events, token)
             serving.remove(pod)
             draining.append(pod)
@@ -169,10 +154,10 @@ async def reconcile(kube: Kube, cached: dict) -> dict | None:
             created = await kube.create_pod(ns, template)
             serving.append(created)
             events.append(("Normal", "WorkerCreated", f"created worker pod {created['metadata']['name']}"))
-        # Roll stale pods, keeping at most a quarter of the pool (at least one) unavailable at a time.
+        # Roll stale pods, keeping at most the budget (a quarter of the pool, at least one) unavailable at a time.
         stale = [p for p in serving if p["metadata"]["labels"].get(HASH_LABEL) != want_hash]
         unavailable = sum(1 for p in serving if not _is_ready(p)) + len(draining) + sum(1 for p in pods if _terminating(p))
-        for pod in _removal_order(stale, want_hash, sig.per_worker)[:max(max(1, replicas // 4) - unavailable, 0)]:
+        for pod in removal_order(stale, want_hash, sig.per_worker)[:roll_allowance(replicas, unavailable)]:
             await _start_drain(kube, pod, "spec changed", events, token)
             serving.remove(pod)
             draining.append(pod)

@@ -13,6 +13,7 @@ HASH_LABEL = "rewardpool.io/template-hash"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "rewardpool-operator"}
 DEFAULT_RDMA_LABEL = "feature.node.kubernetes.io/rdma.capable"
+WORKER_CONTAINER = "worker"  # a podTemplate container of this name merges into the worker container
 Quantity = int | str
 
 

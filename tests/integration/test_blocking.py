@@ -1,0 +1,63 @@
+"""Every blocking finding blocks on the real control plane: the pool reports it (InvalidSpec, or Degraded for
+placement), posts a Warning event, and no worker pod is ever created, under the operator's own identity.
+The status write comes after the pod decisions in the same reconcile, so once the condition shows, any pod
+the operator was going to create would already exist."""
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import wait_for
+from tests.integration.test_operator import pool_manifest
+
+W = {"name": "worker"}
+CASES = {
+    "unknown-scorer": ({"scorer": {"name": "pikscore"}}, "InvalidSpec", "UnknownScorer"),
+    "host-network": ({"podTemplate": {"spec": {"hostNetwork": True}}}, "InvalidSpec", "ForbiddenPodSetting"),
+    "privileged": ({"podTemplate": {"spec": {"containers": [{**W, "securityContext": {"privileged": True}}]}}},
+                   "InvalidSpec", "ForbiddenPodSetting"),
+    "sys-admin": ({"podTemplate": {"spec": {"containers": [{**W, "securityContext": {
+        "capabilities": {"add": ["SYS_ADMIN", "NET_ADMIN"]}}}]}}}, "InvalidSpec", "ForbiddenPodSetting"),
+    "no-ipc-lock": ({"podTemplate": {"spec": {"containers": [{**W, "securityContext": {
+        "capabilities": {"drop": ["IPC_LOCK"]}}}]}}}, "InvalidSpec", "ForbiddenPodSetting"),
+    "escalation": ({"podTemplate": {"spec": {"containers": [{**W, "securityContext": {
+        "allowPrivilegeEscalation": True}}]}}}, "InvalidSpec", "ForbiddenPodSetting"),
+    "host-pid": ({"podTemplate": {"spec": {"hostPID": True}}}, "InvalidSpec", "ForbiddenPodSetting"),
+    "host-path": ({"podTemplate": {"spec": {"volumes": [{"name": "h", "hostPath": {"path": "/"}}]}}},
+                  "InvalidSpec", "ForbiddenPodSetting"),
+    "service-account": ({"podTemplate": {"spec": {"serviceAccountName": "default"}}}, "InvalidSpec",
+                        "ForbiddenPodSetting"),
+    "node-name": ({"podTemplate": {"spec": {"nodeName": "rdma-node-0"}}}, "InvalidSpec", "ForbiddenPodSetting"),
+    "relabelled": ({"podTemplate": {"metadata": {"labels": {"rewardpool.io/pool": "other"}}}}, "InvalidSpec",
+                   "ReservedLabel"),
+    "memory-limit": ({"resources": {"limits": {"memory": "1Gi"}}}, "InvalidSpec", "MemoryLimitTooSmall"),
+    "too-big": ({"sizing": {"samplesPerRollout": 64, "outputBytesPerSample": "40G"}}, "Degraded", "WorkersDoNotFit"),
+}
+
+
+@pytest.fixture(scope="module")
+def blocked(api, operator):
+    """All the blocked pools at once, in one namespace (the operator reconciles them in parallel)."""
+    from kubernetes import client
+
+    from tests.integration.test_operator import Pools
+
+    ns = "blocked-findings"
+    core = client.CoreV1Api(api)
+    core.create_namespace({"metadata": {"name": ns}})
+    pools = Pools(api, ns)
+    for name, (over, _, _) in CASES.items():
+        pools.create(pool_manifest(name, replicas=2, **over))
+    yield pools
+    core.delete_namespace(ns)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_blocking_finding_creates_no_pods(blocked, name):
+    _, ctype, reason = CASES[name]
+    c = wait_for(lambda: (x := blocked.condition(name, ctype)) and x["status"] == "True" and x, 60,
+                 what=f"{ctype} on {name}")
+    assert c["reason"] == reason, c
+    assert blocked.pods(name, include_terminating=True) == []
+    assert blocked.condition(name, "Ready")["status"] == "False"
+    assert blocked.condition(name, "Progressing")["reason"] == "Blocked"
+    assert ("Warning", reason) in [(t, r) for t, r, _ in blocked.events(name)]
