@@ -58,8 +58,10 @@ def service_account_kubeconfig(cluster: LocalCluster, release: str = RELEASE, na
 class OperatorProcess:
     """`rewardpool operator` as a subprocess; restartable, with its health endpoint on loopback."""
 
-    def __init__(self, kubeconfig: Path, log_path: Path, namespaces: list[str] | None = None):
+    def __init__(self, kubeconfig: Path, log_path: Path, namespaces: list[str] | None = None,
+                 lease_namespace: str = OPERATOR_NS):
         self.kubeconfig, self.log_path, self.namespaces = kubeconfig, log_path, namespaces or []
+        self.lease_namespace = lease_namespace
         self.proc: subprocess.Popen | None = None
         self.port = 0
         self.metrics_port = 0
@@ -67,7 +69,8 @@ class OperatorProcess:
     def start(self, timeout: float = 60) -> "OperatorProcess":
         self.port, self.metrics_port = free_port(), free_port()
         args = [sys.executable, "-m", "rewardpool_operator.cli", "operator", "--log-json",
-                f"--liveness=http://127.0.0.1:{self.port}/healthz", f"--metrics-port=127.0.0.1:{self.metrics_port}"]
+                f"--liveness=http://127.0.0.1:{self.port}/healthz", f"--metrics-port=127.0.0.1:{self.metrics_port}",
+                f"--lease-namespace={self.lease_namespace}"]
         args += [f"--namespace={n}" for n in self.namespaces]
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
         logf = open(self.log_path, "ab")

@@ -8,7 +8,8 @@ import hashlib
 import json
 
 from rewardpool_worker.config import (ANNOTATIONS_FILE, CONTROL_SECRET_KEY, CONTROL_TOKEN_DIR, ENV_VAR, HTTP_PORT,
-                                      RayConfig, ScorerConfig, StoreConfig, WorkerConfig, control_secret_name)
+                                      RayConfig, ScorerConfig, StoreConfig, WorkerConfig, control_secret_name,
+                                      termination_grace_seconds)
 
 from .quantity import format_bytes
 from .sizing import SizingResult
@@ -17,7 +18,6 @@ from .spec import COMPONENT_LABEL, HASH_LABEL, MANAGED_BY, WORKER_CONTAINER, Poo
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 ROCE_INTERFACE = "net1"
-DRAIN_GRACE_SECONDS = 300
 NAD_API_VERSION = "k8s.cni.cncf.io/v1"
 
 
@@ -121,6 +121,7 @@ def worker_config(pool: Pool, sizing: SizingResult) -> WorkerConfig:
         ray=RayConfig(address=pool.spec.ray.address, namespace=pool.spec.ray.namespace),
         read_buffer_bytes=sizing.read_buffer_bytes,
         network_attachment=f"{ref[0]}/{ref[1]}" if ref else None,
+        drain_timeout_seconds=pool.spec.drainTimeoutSeconds,
     )
 
 
@@ -208,7 +209,8 @@ def pod_template(pool: Pool, sizing: SizingResult) -> dict:
             "automountServiceAccountToken": False,
             "hostNetwork": False,
             "restartPolicy": "Always",
-            "terminationGracePeriodSeconds": DRAIN_GRACE_SECONDS,
+            "terminationGracePeriodSeconds": termination_grace_seconds(spec.drainTimeoutSeconds),
+            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
             "containers": [container],
             "volumes": [
                 {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": format_bytes(sizing.shm_bytes)}},
@@ -222,9 +224,22 @@ def pod_template(pool: Pool, sizing: SizingResult) -> dict:
         },
     }
     pod["spec"] = _merge(pod["spec"], spec.podTemplate.spec)
-    digest = hashlib.sha256(json.dumps(pod, sort_keys=True).encode()).hexdigest()[:10]
-    pod["metadata"]["labels"][HASH_LABEL] = digest
+    pod["metadata"]["labels"][HASH_LABEL] = worker_identity(pool, sizing)
     return pod
+
+
+# What a worker sees, and so what rolls a pool when it changes. Not replicas, autoscaling or the drain
+# timeout (they change no running worker), and not how this operator version renders a pod (an operator
+# upgrade rolls nothing; new rendering reaches workers as they are replaced).
+IDENTITY_FIELDS = {"image", "scorer", "store", "network", "resources", "podTemplate", "placement", "ray"}
+
+
+def worker_identity(pool: Pool, sizing: SizingResult) -> str:
+    seen = {"spec": pool.spec.model_dump(mode="json", by_alias=True, include=IDENTITY_FIELDS),
+            "sizing": {"segment": sizing.per_worker_bytes, "memory": sizing.memory_bytes,
+                       "localBuffer": sizing.local_buffer_bytes, "readBuffer": sizing.read_buffer_bytes,
+                       "shm": sizing.shm_bytes}}
+    return hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).hexdigest()[:10]
 
 
 def template_hash(pod: dict) -> str:

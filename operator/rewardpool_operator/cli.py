@@ -23,7 +23,14 @@ def _load_pools(path: str) -> list[dict]:
 def cmd_operator(args) -> int:
     import kopf
 
-    from . import handlers  # noqa: F401  (registers the handlers)
+    import os
+
+    from . import handlers  # registers the handlers
+
+    handlers.OPTIONS.update(namespaces=args.namespace or [],
+                            lease_namespace=args.lease_namespace or os.environ.get("POD_NAMESPACE") or None)
+    if args.no_leader_election:
+        handlers.OPTIONS["lease_namespace"] = None
 
     if args.metrics_port:
         from prometheus_client import start_http_server
@@ -101,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     op.add_argument("--log-json", action="store_true", help="structured JSON logs")
     op.add_argument("--metrics-port", default="", help="[host:]port for the operator's Prometheus metrics")
     op.add_argument("--verbose", action="store_true")
+    op.add_argument("--lease-namespace", default="",
+                    help="namespace of the leader-election Lease (default: $POD_NAMESPACE, set by the chart)")
+    op.add_argument("--no-leader-election", action="store_true",
+                    help="reconcile without holding the Lease (only safe with a single replica)")
     op.set_defaults(func=cmd_operator)
 
     rd = sub.add_parser("render", help="print every object the operator would create for a pool")

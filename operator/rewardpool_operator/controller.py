@@ -1,16 +1,18 @@
 """Per-pool reconcile loops: each pool gets one task that runs `reconcile` whenever something about it
 changes (the pool, its pods, its attachment) and at least every RESYNC seconds. One task per pool means
-reconciles of a pool never overlap; a burst of events coalesces into one run."""
+reconciles of a pool never overlap; a burst of events coalesces into one run. Loops run only while this
+replica leads (see leader.py); pools are still tracked while it stands by, so a takeover starts at once."""
 from __future__ import annotations
 
 import asyncio
 import logging
 import random
 
+from kubernetes_asyncio.client.exceptions import ApiException
 from prometheus_client import Counter, Histogram
 
 from .kube import Kube
-from .reconcile import reconcile
+from .reconcile import Memo, reconcile
 
 log = logging.getLogger("rewardpool.operator")
 RESYNC_SECONDS = 60.0
@@ -20,10 +22,13 @@ FAST_SECONDS = 5.0  # how often a pool that autoscales or drains workers is look
 
 
 class Controller:
-    def __init__(self, kube: Kube, resync: float = RESYNC_SECONDS):
+    def __init__(self, kube: Kube, resync: float = RESYNC_SECONDS, nodes=None):
         self.kube = kube
         self.resync = resync
+        self.nodes = nodes  # a watches.NodeCache, or None to list nodes in each reconcile
+        self.leading = True
         self.bodies: dict[tuple[str, str], dict] = {}
+        self.memos: dict[tuple[str, str], Memo] = {}
         self.wake: dict[tuple[str, str], asyncio.Event] = {}
         self.tasks: dict[tuple[str, str], asyncio.Task] = {}
 
@@ -32,21 +37,37 @@ class Controller:
         if event_type == "DELETED" or body["metadata"].get("deletionTimestamp"):
             # Owned objects go with the pool through owner references (garbage collection).
             self.bodies.pop(key, None)
-            task = self.tasks.pop(key, None)
-            if task:
-                task.cancel()
-            self.wake.pop(key, None)
+            self.memos.pop(key, None)
+            self._stop(key)
             return
         self.bodies[key] = dict(body)
-        if key not in self.tasks:
+        self._start(key)
+
+    def _start(self, key: tuple[str, str]) -> None:
+        if self.leading and key not in self.tasks:
             self.wake[key] = asyncio.Event()
             self.tasks[key] = asyncio.create_task(self._loop(key), name=f"reconcile {key[0]}/{key[1]}")
         self.trigger(*key)
+
+    def _stop(self, key: tuple[str, str]) -> None:
+        task = self.tasks.pop(key, None)
+        if task:
+            task.cancel()
+        self.wake.pop(key, None)
 
     def trigger(self, namespace: str, name: str) -> None:
         ev = self.wake.get((namespace, name))
         if ev is not None:
             ev.set()
+
+    async def lead(self) -> None:
+        self.leading = True
+        for key in list(self.bodies):
+            self._start(key)
+
+    async def stand_by(self) -> None:
+        self.leading = False
+        await self.stop()
 
     async def _loop(self, key: tuple[str, str]) -> None:
         ev = self.wake[key]
@@ -54,7 +75,8 @@ class Controller:
         status: dict | None = None
         while key in self.bodies:
             auto = ((self.bodies.get(key) or {}).get("spec") or {}).get("autoscaling") or {}
-            busy = auto.get("enabled") or (status or {}).get("drainingReplicas")
+            busy = auto.get("enabled") or (status or {}).get("drainingReplicas") or \
+                (status or {}).get("readyReplicas") != (status or {}).get("replicas")
             period = FAST_SECONDS if busy else self.resync
             try:
                 await asyncio.wait_for(ev.wait(), timeout=period * random.uniform(0.9, 1.1))
@@ -65,21 +87,38 @@ class Controller:
             if body is None:
                 return
             try:
+                if self.nodes is not None:
+                    await self.nodes.synced.wait()
                 with RECONCILE_SECONDS.time():
-                    status = await reconcile(self.kube, body)
+                    status = await reconcile(self.kube, body, self.nodes.nodes if self.nodes else None,
+                                             self.memos.setdefault(key, Memo()))
                 RECONCILES.labels("ok").inc()
                 backoff = 1.0
             except asyncio.CancelledError:
                 raise
+            except ApiException as e:
+                if e.status == 409:  # the pool changed under this reconcile: look again with the new one
+                    RECONCILES.labels("conflict").inc()
+                    ev.set()
+                    continue
+                self._failed(key, e)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 60)
+                ev.set()
             except Exception as e:  # never let one pool's failure stop the operator
-                RECONCILES.labels("error").inc()
-                log.exception("reconcile of %s/%s failed (retry in %.0fs): %s", *key, backoff, e)
+                self._failed(key, e)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 60)
                 ev.set()
 
+    def _failed(self, key, e: Exception) -> None:
+        RECONCILES.labels("error").inc()
+        log.exception("reconcile of %s/%s failed: %s", *key, e)
+
     async def stop(self) -> None:
-        for task in self.tasks.values():
+        tasks = list(self.tasks.values())
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         self.tasks.clear()
+        self.wake.clear()

@@ -1,49 +1,76 @@
-"""kopf wiring, kept thin: watch pools, their pods and attachments, and hand every change to the
-Controller. Event handlers store nothing on the objects (no annotations, no finalizers), so an unchanged
-pool costs no API writes and deleting a pool never waits for the operator."""
+"""kopf wiring, kept thin: watch pools and their attachments through kopf, pods (server-side label
+selector) and nodes through the operator's own watches, and hand every change to the Controller. Event
+handlers store nothing on the objects (no annotations, no finalizers), so an unchanged pool costs no API
+writes and deleting a pool never waits for the operator. With a lease namespace configured, only the
+replica holding the Lease reconciles."""
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import socket
 
 import kopf
 
 from .controller import Controller
 from .kube import NAD, Kube
+from .leader import LeaderElector
 from .spec import GROUP, PLURAL, POOL_LABEL, VERSION
+from .watches import NodeCache, watch_pool_pods
 
 log = logging.getLogger("rewardpool.operator")
-_state: dict[str, Controller] = {}
+LEASE_NAME = "rewardpool-operator"
+# Set by the CLI before kopf starts.
+OPTIONS: dict = {"namespaces": [], "lease_namespace": None}
+_state: dict = {}
 
 
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, **_):
-    settings.peering.standalone = True  # one replica (Deployment strategy Recreate)
+    settings.peering.standalone = True  # one writer is ensured by the Lease below, not by kopf's peering
     settings.posting.level = logging.WARNING
     # Against silently dead watch streams: the server closes them, and the client gives up on silence.
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 30
     settings.networking.request_timeout = 60
-    _state["controller"] = Controller(await Kube.connect())
-    log.info("rewardpool operator started")
+    kube = await Kube.connect()
+    nodes = NodeCache()
+    controller = Controller(kube, nodes=nodes)
+    tasks = [nodes.start(kube.core)]
+
+    def pod_changed(_type: str, pod: dict) -> None:
+        pool = (pod["metadata"].get("labels") or {}).get(POOL_LABEL)
+        if pool:
+            controller.trigger(pod["metadata"]["namespace"], pool)
+
+    tasks += watch_pool_pods(kube.core, OPTIONS["namespaces"], pod_changed)
+    elector = None
+    if OPTIONS["lease_namespace"]:
+        controller.leading = False
+        identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}"
+        elector = LeaderElector(kube.api, OPTIONS["lease_namespace"], LEASE_NAME, identity)
+        tasks.append(asyncio.create_task(elector.run(controller.lead, controller.stand_by), name="leader election"))
+    _state.update(controller=controller, tasks=tasks, elector=elector)
+    log.info("rewardpool operator started (%s)", f"leader election in {OPTIONS['lease_namespace']}"
+             if elector else "no leader election: run one replica")
 
 
 @kopf.on.cleanup()
 async def cleanup(**_):
     controller = _state.pop("controller", None)
+    for task in _state.pop("tasks", []):
+        task.cancel()
     if controller:
         await controller.stop()
+        if _state.get("elector"):
+            await _state["elector"].release()
         await controller.kube.close()
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
 async def pool_changed(event, body, **_):
     _state["controller"].pool_event(event.get("type"), body)
-
-
-@kopf.on.event("v1", "pods", labels={POOL_LABEL: kopf.PRESENT})
-async def pod_changed(namespace, labels, **_):
-    _state["controller"].trigger(namespace, labels[POOL_LABEL])
 
 
 @kopf.on.event(*NAD, labels={POOL_LABEL: kopf.PRESENT})

@@ -171,18 +171,38 @@ class Kube:
                 return None
             raise
 
-    async def patch_pool_status(self, namespace: str, name: str, status: dict) -> None:
+    async def patch_pool_status(self, namespace: str, name: str, status: dict,
+                                resource_version: str | None = None) -> None:
+        """With a resourceVersion, the write fails (409) if the pool changed since it was read."""
         API_WRITES.labels("status").inc()
+        body: dict = {"status": status}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
         await _json(self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, name,
-                                                                {"status": status}, _preload_content=False,
+                                                                      body, _preload_content=False,
                                                                       _content_type=MERGE))
 
-    async def patch_pool_scale(self, namespace: str, name: str, replicas: int) -> None:
-        """Change spec.replicas through /scale, the way HPA or `kubectl scale` would."""
+    async def patch_pool_scale(self, namespace: str, name: str, replicas: int,
+                               resource_version: str | None = None) -> None:
+        """Change spec.replicas through /scale, the way HPA or `kubectl scale` would; with a resourceVersion it
+        fails (409) if someone else changed the pool since it was read, so a decision is never made on a
+        stale size."""
         API_WRITES.labels("scale").inc()
+        body: dict = {"spec": {"replicas": replicas}}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
         await _json(self.custom.patch_namespaced_custom_object_scale(
-            GROUP, VERSION, namespace, PLURAL, name, {"spec": {"replicas": replicas}}, _preload_content=False,
-            _content_type=MERGE))
+            GROUP, VERSION, namespace, PLURAL, name, body, _preload_content=False, _content_type=MERGE))
+
+    # namespaces
+    async def get_namespace_labels(self, name: str) -> dict[str, str] | None:
+        try:
+            ns = await _json(self.core.read_namespace(name, _preload_content=False))
+        except ApiException as e:
+            if e.status in (403, 404):  # not allowed to look: the create, if refused, says why instead
+                return None
+            raise
+        return ns["metadata"].get("labels") or {}
 
     async def event(self, pool: dict, type_: str, reason: str, message: str) -> None:
         """A core/v1 Event on the pool, as `kubectl describe rewardpool` shows them."""
@@ -198,6 +218,14 @@ class Kube:
             await _json(self.core.create_namespaced_event(meta["namespace"], body, _preload_content=False))
         except ApiException as e:  # an event is best effort; losing one must not stop a reconcile
             log.warning("event not posted: %s %s (%s)", reason, message, e.status)
+
+
+def api_message(e: ApiException) -> str:
+    """The API server's own words for a refusal (its Status message), else the HTTP reason."""
+    try:
+        return json.loads(e.body).get("message") or f"{e.status} {e.reason}"
+    except (TypeError, ValueError):
+        return f"{e.status} {e.reason}"
 
 
 def _contains(have, want) -> bool:

@@ -1,37 +1,118 @@
-"""One level-based reconcile of one pool: read what exists, compare with the builders' desired state, make
-the smallest set of writes, report status. Safe to run any number of times; writes nothing when nothing
-changed. Pods are created by the operator itself so that it, not a ReplicaSet, chooses which pod goes."""
+"""One level-based reconcile of one pool, in named steps: read the pool -> ensure the owned objects (network
+attachment, Service, disruption budget, control token) -> observe (nodes, pods, signals, draining workers)
+-> plan (pure, `plan.py`) -> apply the plan's writes -> status (pure, `status.py`). Safe to run any number
+of times; writes nothing when nothing changed. Pods are created by the operator itself so that it, not a
+ReplicaSet, chooses which worker goes. API errors on pod writes are folded into a ReplicaFailure condition
+instead of aborting the pass."""
 from __future__ import annotations
 
 import logging
 import secrets
 import time
+from dataclasses import dataclass, field
 
+from kubernetes_asyncio.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from rewardpool_worker.config import DRAIN_ANNOTATION, control_secret_name
 
 from . import conditions as C
-from . import drain as drain_mod
 from . import signals as signals_mod
 from . import sizing as sizing_mod
+from . import status as status_mod
 from . import validate
-from .autoscaler import decide
 from .builders import (attachment_ref, control_secret, control_token, disruption_budget, headless_service,
                        network_attachment, pod_template, template_hash)
-from .kube import Kube, NadCrdMissing
-from .rollout import is_ready as _is_ready
-from .rollout import pod_ip as _ip
-from .rollout import removal_order, roll_allowance
-from .quantity import format_bytes
+from .kube import Kube, NadCrdMissing, api_message
+from .plan import Network, Observed, Plan, plan
+from .rollout import is_ready, pod_ip
 from .sizing import Problem
-from .spec import HASH_LABEL, Pool
+from .spec import Pool
 
 log = logging.getLogger("rewardpool.operator")
+PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
 
 
-def _terminating(pod: dict) -> bool:
-    return bool(pod["metadata"].get("deletionTimestamp"))
+@dataclass
+class Memo:
+    """What the operator remembers between reconciles of a pool (lost on restart, which only makes it more
+    careful): when a draining worker went silent, and the store name each worker reported."""
+    silent_since: dict[str, float] = field(default_factory=dict)
+    store_hostname: dict[str, str] = field(default_factory=dict)
+
+
+async def reconcile(kube: Kube, cached: dict, nodes: dict[str, dict] | None = None, memo: Memo | None = None) \
+        -> dict | None:
+    """Reconcile one pool; returns the status it wrote (or would have written). It reads the pool afresh:
+    the watch's copy can lag behind this operator's own last status write. `nodes` comes from the node
+    watch (read here when absent)."""
+    body = await kube.get_pool(cached["metadata"]["namespace"], cached["metadata"]["name"])
+    if body is None or body["metadata"].get("deletionTimestamp"):
+        return None
+    memo = memo or Memo()
+    old = body.get("status") or {}
+    gen = body["metadata"].get("generation", 0)
+    try:
+        pool = Pool.from_object(body)
+        sizing = sizing_mod.compute(pool.spec, basis=sizing_mod.recorded_basis(pool.spec, old))
+    except (ValidationError, ValueError) as e:  # admission should have caught it; never crash
+        new = status_mod.invalid(str(e).replace("\n", "; "), old, gen)
+        await _write(kube, body, old, new, status_mod.warnings(old, new))
+        return new
+
+    events: list[tuple[str, str, str]] = []
+    network = await _ensure_network(kube, pool, events)
+    await _ensure_owned(kube, pool, events)
+    token, token_problem = await _ensure_control_token(kube, pool, events)
+
+    if nodes is None:
+        nodes = {n["metadata"]["name"]: n for n in await kube.list_nodes("")}
+    problems = validate.findings(pool.spec, sizing, _rdma_nodes(pool, nodes))
+    problems += [x for x in (token_problem, await _pod_security(kube, pool)) if x is not None]
+    observed = await _observe(kube, pool, nodes, memo)
+
+    template = pod_template(pool, sizing)
+    p = plan(pool, sizing, template, template_hash(template), observed, validate.blocks_workers(problems),
+             network, old)
+    failures = await _apply(kube, pool, p, observed, token, events)
+
+    ref = attachment_ref(pool)
+    new = status_mod.compute(pool, sizing, problems, network, p, observed.signals, failures, old, gen,
+                             f"{ref[0]}/{ref[1]}" if ref else "")
+    scaled = any(r == "Scaled" for _, r, _ in events)  # our own /scale write moved the resourceVersion
+    await _write(kube, body, old, new, events + status_mod.warnings(old, new), check_version=not scaled)
+    return new
+
+
+# ---- ensure the owned objects ------------------------------------------------------------------------------
+async def _ensure_network(kube: Kube, pool: Pool, events: list) -> Network:
+    ref = attachment_ref(pool)
+    if ref is None:
+        return Network(True, "PodNetworkOnly", "no RoCE attachment requested")
+    nad = network_attachment(pool)
+    try:
+        if nad is not None:
+            action = await kube.ensure_nad(nad)
+            master = pool.spec.network.ipvlan.master
+            if action != "unchanged":
+                events.append(("Normal", f"NetworkAttachment{action.capitalize()}",
+                               f"{action} ipvlan attachment {ref[0]}/{ref[1]} on {master}"))
+            return Network(True, "AttachmentReady", f"ipvlan on {master} ({ref[0]}/{ref[1]})")
+        if await kube.get_nad(*ref) is None:
+            return Network(False, "AttachmentNotFound",
+                           f"NetworkAttachmentDefinition {ref[0]}/{ref[1]} named in network.attachment does not exist")
+        return Network(True, "AttachmentReady", f"existing attachment {ref[0]}/{ref[1]}")
+    except NadCrdMissing:
+        return Network(False, "NetworkAttachmentCRDMissing",
+                       "the cluster has no NetworkAttachmentDefinition CRD (k8s.cni.cncf.io/v1): install Multus; "
+                       "worker pods are not created until the RoCE network can be attached")
+
+
+async def _ensure_owned(kube: Kube, pool: Pool, events: list) -> None:
+    if await kube.ensure_service(headless_service(pool)) == "created":
+        events.append(("Normal", "ServiceCreated", f"created headless service {pool.name}-workers"))
+    if await kube.ensure_pdb(disruption_budget(pool)) == "created":
+        events.append(("Normal", "DisruptionBudgetCreated", f"created PodDisruptionBudget {pool.name}"))
 
 
 async def _ensure_control_token(kube: Kube, pool: Pool, events: list) -> tuple[str | None, Problem | None]:
@@ -49,211 +130,103 @@ async def _ensure_control_token(kube: Kube, pool: Pool, events: list) -> tuple[s
     return token, None
 
 
-async def _start_drain(kube: Kube, pod: dict, why: str, events: list, token: str) -> None:
-    name = pod["metadata"]["name"]
-    # The annotation is the request (the worker also reads it); the HTTP call makes it immediate.
-    await kube.annotate_pod(pod["metadata"]["namespace"], name, {DRAIN_ANNOTATION: C.now()})
-    pod["metadata"].setdefault("annotations", {})[DRAIN_ANNOTATION] = C.now()
-    if _ip(pod):
-        await signals_mod.request_drain(_ip(pod), token)
-    events.append(("Normal", "WorkerDraining", f"draining worker pod {name} ({why}): no new batches"))
+# ---- observe ---------------------------------------------------------------------------------------------------
+def _rdma_nodes(pool: Pool, nodes: dict[str, dict]) -> list[dict]:
+    sel = pool.spec.placement.rdmaNodeSelector
+    return [n for n in nodes.values() if all((n["metadata"].get("labels") or {}).get(k) == v for k, v in sel.items())]
 
 
-async def _drain_verdict(pool: Pool, pod: dict, segment_lent: bool, token: str | None) -> drain_mod.Verdict:
-    ip = _ip(pod)
-    health = await signals_mod.worker_health(ip) if ip else None
-    if health is not None and health.get("phase") == "ready" and token:
-        await signals_mod.request_drain(ip, token)  # asked before an operator restart, or the request was lost
-    used = None
-    if segment_lent and health and health.get("store_hostname") and pool.spec.store.metricsAddress:
-        used = await signals_mod.segment_used_bytes(pool.spec.store.metricsAddress, health["store_hostname"])
-    waited = time.time() - (C.epoch(pod["metadata"]["annotations"][DRAIN_ANNOTATION]) or time.time())
-    return drain_mod.verdict(pod["metadata"]["name"], health, segment_lent, used, waited,
-                             pool.spec.drainTimeoutSeconds)
+async def _pod_security(kube: Kube, pool: Pool) -> Problem | None:
+    """IPC_LOCK is outside Pod Security's baseline and restricted levels: say so before any create fails."""
+    level = ((await kube.get_namespace_labels(pool.namespace)) or {}).get(PSA_ENFORCE)
+    if level in ("baseline", "restricted"):
+        return Problem("PodSecurityForbidsIpcLock",
+                       f"namespace {pool.namespace} enforces Pod Security level {level!r}, which forbids the "
+                       f"IPC_LOCK capability workers need to pin store memory; label the namespace "
+                       f"{PSA_ENFORCE}=privileged (the operator still adds nothing beyond IPC_LOCK)", True)
+    return None
 
 
-async def reconcile(kube: Kube, cached: dict) -> dict | None:
-    """Reconcile one pool; returns the status it wrote (or would have written). It reads the pool afresh:
-    the watch's copy can lag behind this operator's own last status write."""
-    body = await kube.get_pool(cached["metadata"]["namespace"], cached["metadata"]["name"])
-    if body is None or body["metadata"].get("deletionTimestamp"):
-        return None
-    meta = body["metadata"]
-    ns, name, gen = meta["namespace"], meta["name"], meta.get("generation", 0)
-    old_status = body.get("status") or {}
-    events: list[tuple[str, str, str]] = []
+async def _observe(kube: Kube, pool: Pool, nodes: dict[str, dict], memo: Memo) -> Observed:
+    pods = [x for x in await kube.list_pods(pool.namespace, pool.selector_string)
+            if any(o.get("controller") and o.get("uid") == pool.uid for o in x["metadata"].get("ownerReferences") or [])
+            or not pool.uid]
+    live = [x for x in pods if not x["metadata"].get("deletionTimestamp")]
+    ips = [pod_ip(x) for x in live if is_ready(x) and pod_ip(x)]
+    signals = await signals_mod.read(ips, pool.spec.store.metricsAddress)
+    now = time.time()
+    obs = Observed(pods=pods, nodes=nodes, signals=signals, now=now)
+    names = {x["metadata"]["name"] for x in pods}
+    for gone in set(memo.silent_since) - names:
+        memo.silent_since.pop(gone, None)
+        memo.store_hostname.pop(gone, None)
+    for pod in live:
+        if DRAIN_ANNOTATION not in (pod["metadata"].get("annotations") or {}):
+            continue
+        name, ip = pod["metadata"]["name"], pod_ip(pod)
+        health = await signals_mod.worker_health(ip) if ip else None
+        obs.health[name] = health
+        if health is None:
+            obs.unreachable_for[name] = now - memo.silent_since.setdefault(name, now)
+        else:
+            memo.silent_since.pop(name, None)
+            if health.get("store_hostname"):
+                memo.store_hostname[name] = health["store_hostname"]
+        host = memo.store_hostname.get(name)
+        if host and pool.spec.store.metricsAddress:
+            obs.segment_used[name] = await signals_mod.segment_used_bytes(pool.spec.store.metricsAddress, host)
+    return obs
 
-    try:
-        pool = Pool.from_object(body)
-        sizing = sizing_mod.compute(pool.spec)
-    except (ValidationError, ValueError) as e:  # should be caught at admission; never crash
-        msg = str(e).replace("\n", "; ")
-        conds = [C.cond("InvalidSpec", True, "SpecNotUnderstood", msg),
-                 C.cond("Ready", False, "InvalidSpec", "the spec cannot be used: " + msg)]
-        status = {"observedGeneration": gen,
-                  "conditions": C.merge(old_status.get("conditions"), conds, gen)}
-        await _write_status(kube, body, old_status, status, [("Warning", "InvalidSpec", msg)])
-        return status
 
-    # ---- network -------------------------------------------------------------------------------------------
-    ref = attachment_ref(pool)
-    net_ok, net_reason, net_msg = True, "PodNetworkOnly", "no RoCE attachment requested"
-    if ref is not None:
-        nad = network_attachment(pool)
+# ---- apply -----------------------------------------------------------------------------------------------------
+async def _apply(kube: Kube, pool: Pool, p: Plan, observed: Observed, token: str | None, events: list) \
+        -> list[tuple[str, str]]:
+    """Carry out the plan; an API refusal stops that kind of write for this pass and is reported."""
+    failures: list[tuple[str, str]] = []
+    ns, by_name = pool.namespace, {x["metadata"]["name"]: x for x in observed.pods}
+    for name, type_, reason, message in p.delete:
         try:
-            if nad is not None:
-                action = await kube.ensure_nad(nad)
-                if action != "unchanged":
-                    events.append(("Normal", f"NetworkAttachment{action.capitalize()}",
-                                   f"{action} ipvlan attachment {ref[0]}/{ref[1]} on {pool.spec.network.ipvlan.master}"))
-                net_reason, net_msg = "AttachmentReady", f"ipvlan on {pool.spec.network.ipvlan.master} ({ref[0]}/{ref[1]})"
-            elif await kube.get_nad(*ref) is None:
-                net_ok, net_reason = False, "AttachmentNotFound"
-                net_msg = f"NetworkAttachmentDefinition {ref[0]}/{ref[1]} named in network.attachment does not exist"
-            else:
-                net_reason, net_msg = "AttachmentReady", f"existing attachment {ref[0]}/{ref[1]}"
-        except NadCrdMissing:
-            net_ok, net_reason = False, "NetworkAttachmentCRDMissing"
-            net_msg = ("the cluster has no NetworkAttachmentDefinition CRD (k8s.cni.cncf.io/v1): install Multus; "
-                       "worker pods are not created until the RoCE network can be attached")
-
-    action = await kube.ensure_service(headless_service(pool))
-    if action == "created":
-        events.append(("Normal", "ServiceCreated", f"created headless service {name}-workers"))
-    action = await kube.ensure_pdb(disruption_budget(pool))
-    if action == "created":
-        events.append(("Normal", "DisruptionBudgetCreated", f"created PodDisruptionBudget {name}"))
-
-    # ---- findings: sizing, spec, placement, the control token ----------------------------------------------------
-    nodes = await kube.list_nodes(",".join(f"{k}={v}" for k, v in pool.spec.placement.rdmaNodeSelector.items()))
-    problems: list[Problem] = validate.findings(pool.spec, sizing, nodes)
-    token, token_problem = await _ensure_control_token(kube, pool, events)
-    if token_problem is not None:
-        problems.append(token_problem)
-
-    blocking = [p for p in problems if p.blocking]
-    spec_blocking = [p for p in blocking if p.reason != "WorkersDoNotFit"]
-
-    # ---- pods --------------------------------------------------------------------------------------------------
-    pods = await kube.list_pods(ns, pool.selector_string)
-    active = [p for p in pods if not _terminating(p)]
-    template = pod_template(pool, sizing)
-    want_hash = template_hash(template)
-    replicas = pool.spec.replicas
-    sig = await signals_mod.read([_ip(p) for p in active if _is_ready(p) and _ip(p)], pool.spec.store.metricsAddress)
-    draining = [p for p in active if DRAIN_ANNOTATION in (p["metadata"].get("annotations") or {})]
-    serving = [p for p in active if p not in draining]
-    stuck: list[Problem] = []
-    if net_ok and not blocking:
-        surplus = len(serving) - replicas
-        for pod in removal_order(serving, want_hash, sig.per_worker)[:max(surplus, 0)]:
-            await _start_drain(kube, pod, "scale in", events, token)
-            serving.remove(pod)
-            draining.append(pod)
-        for _ in range(replicas - len(serving)):
-            created = await kube.create_pod(ns, template)
-            serving.append(created)
-            events.append(("Normal", "WorkerCreated", f"created worker pod {created['metadata']['name']}"))
-        # Roll stale pods, keeping at most the budget (a quarter of the pool, at least one) unavailable at a time.
-        stale = [p for p in serving if p["metadata"]["labels"].get(HASH_LABEL) != want_hash]
-        unavailable = sum(1 for p in serving if not _is_ready(p)) + len(draining) + sum(1 for p in pods if _terminating(p))
-        for pod in removal_order(stale, want_hash, sig.per_worker)[:roll_allowance(replicas, unavailable)]:
-            await _start_drain(kube, pod, "spec changed", events, token)
-            serving.remove(pod)
-            draining.append(pod)
-    for pod in list(draining):
-        v = await _drain_verdict(pool, pod, sizing.per_worker_bytes > 0, token)
-        if v.action == "delete":
-            await kube.delete_pod(ns, pod["metadata"]["name"])
-            draining.remove(pod)
-            events.append(("Normal" if v.reason == "Drained" else "Warning", "WorkerDeleted",
-                           f"deleted worker pod {pod['metadata']['name']} ({v.reason}): {v.message}"))
-        elif v.action == "stuck":
-            stuck.append(Problem(v.reason, v.message))
-    problems += stuck
-    active = serving
-    stale_left = sum(1 for p in active if p["metadata"]["labels"].get(HASH_LABEL) != want_hash)
-    ready = sum(1 for p in active if _is_ready(p))
-
-    # ---- signals and the built-in autoscaler ---------------------------------------------------------------------
-    auto = pool.spec.autoscaling
-    scaling: dict = {}
-    scaling_cond = None
-    if auto is not None and auto.enabled and net_ok and not blocking:
-        hw = pool.spec.sizing.highWatermark if pool.spec.sizing else 0.9
-        dec = decide(auto, replicas, sig, hw, sizing.min_replicas_for_registration,
-                     C.epoch(old_status.get("scaleDownPendingSince")), time.time())
-        scaling_cond = C.cond("ScalingActive", dec.reason != "MetricsUnavailable", dec.reason, dec.message)
-        scaling = {"desiredReplicas": dec.desired,
-                   "scaleDownPendingSince": C.now(dec.below_since) if dec.below_since is not None else None,
-                   "lastScale": old_status.get("lastScale")}
-        if dec.desired != replicas:
-            await kube.patch_pool_scale(ns, name, dec.desired)
-            events.append(("Normal", "Scaled", f"replicas {replicas} -> {dec.desired} ({dec.reason}): {dec.message}"))
-            scaling["lastScale"] = {"time": C.now(), "from": replicas, "to": dec.desired, "reason": dec.reason,
-                                    "message": dec.message}
-
-    # ---- status ------------------------------------------------------------------------------------------------
-    # Blocking problems first: the condition's reason names what stops the pool.
-    degraded = sorted((p for p in problems if p not in spec_blocking), key=lambda p: not p.blocking)
-    conds = [
-        C.cond("InvalidSpec", bool(spec_blocking), spec_blocking[0].reason if spec_blocking else "SpecValid",
-               "; ".join(p.message for p in spec_blocking) or "spec accepted"),
-        C.cond("NetworkReady", net_ok, net_reason, net_msg),
-        C.cond("Degraded", bool(degraded), degraded[0].reason if degraded else "AsExpected",
-               "; ".join(p.message for p in degraded) or "no problems found"),
-    ]
-    if not net_ok or blocking:
-        cause = (blocking[0].reason if blocking else net_reason)
-        conds.append(C.cond("Progressing", False, "Blocked", f"worker pods are not managed until {cause} is fixed"))
-        not_ready_reason = "Blocked"
-    elif stale_left or len(active) != replicas or ready < replicas:
-        reason = "RollingUpdate" if stale_left else ("Scaling" if len(active) != replicas else "WaitingForReady")
-        message = f"{ready}/{replicas} ready, {stale_left} to replace, {len(active)} present"
-        unschedulable = [c for p in active for c in (p.get("status") or {}).get("conditions") or []
-                         if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"]
-        if unschedulable:  # say why instead of leaving the pods silently Pending
-            reason = "Unschedulable"
-            message += f"; {len(unschedulable)} pod(s) unschedulable: {unschedulable[0].get('message', '')}"
-        conds.append(C.cond("Progressing", True, reason, message))
-        not_ready_reason = "WorkersNotReady"
-    else:
-        conds.append(C.cond("Progressing", False, "Stable", f"{replicas} worker(s) up to date"))
-        not_ready_reason = "WorkersNotReady"
-    if scaling_cond is not None:
-        conds.append(scaling_cond)
-    all_ready = net_ok and not blocking and ready == replicas and not stale_left
-    conds.append(C.cond("Ready", all_ready,
-                        "AllWorkersReady" if all_ready else not_ready_reason,
-                        f"{ready}/{replicas} workers ready"))
-    status = {
-        "observedGeneration": gen, "replicas": len(active), "readyReplicas": ready, "drainingReplicas": len(draining),
-        "selector": pool.selector_string,
-        "queueDepth": sig.queue_depth if sig.queue_depth is not None else old_status.get("queueDepth", 0),
-        "pendingBytes": sig.pending_bytes if sig.pending_bytes is not None else old_status.get("pendingBytes", 0),
-        "storeFill": round(sig.store_fill, 4) if sig.store_fill is not None else old_status.get("storeFill"),
-        **scaling,
-        "segment": sizing.status(), "memoryPerWorker": format_bytes(sizing.memory_bytes),
-        "memoryFormula": sizing.memory_formula,
-        "networkAttachment": f"{ref[0]}/{ref[1]}" if ref else "",
-        "conditions": C.merge(old_status.get("conditions"), conds, gen),
-    }
-    # Warn once per new problem (when its condition first turns True), not on every resync.
-    before = {c["type"]: c for c in old_status.get("conditions") or []}
-    for c in status["conditions"]:
-        was = before.get(c["type"], {})
-        bad = (c["type"] in ("InvalidSpec", "Degraded") and c["status"] == "True") or \
-              (c["type"] in ("NetworkReady", "ScalingActive") and c["status"] == "False")
-        if bad and (was.get("status") != c["status"] or was.get("reason") != c["reason"]):
-            events.append(("Warning", c["reason"], c["message"]))
-    await _write_status(kube, body, old_status, status, events)
-    return status
+            await kube.delete_pod(ns, name)
+            events.append((type_, reason, message))
+        except ApiException as e:
+            failures.append(("FailedDelete", f"deleting pod {name}: {api_message(e)}"))
+            break
+    for name, why in p.drain:
+        try:
+            await kube.annotate_pod(ns, name, {DRAIN_ANNOTATION: C.now()})
+        except ApiException as e:
+            failures.append(("FailedDrain", f"marking pod {name} for draining: {api_message(e)}"))
+            break
+        ip = pod_ip(by_name[name])
+        if ip and token:  # the annotation is the request (the worker reads it too); the call makes it immediate
+            await signals_mod.request_drain(ip, token)
+        events.append(("Normal", "WorkerDraining", f"draining worker pod {name} ({why}): no new batches"))
+    for _ in range(p.create):
+        try:
+            created = await kube.create_pod(ns, p.template)
+        except ApiException as e:
+            failures.append(("FailedCreate", f"creating a worker pod: {api_message(e)}"))
+            break
+        events.append(("Normal", "WorkerCreated", f"created worker pod {created['metadata']['name']}"))
+    if p.scale is not None and p.scale.desired != pool.spec.replicas:
+        try:
+            await kube.patch_pool_scale(ns, pool.name, p.scale.desired, pool.resource_version)
+            events.append(("Normal", "Scaled", f"replicas {pool.spec.replicas} -> {p.scale.desired} "
+                                               f"({p.scale.reason}): {p.scale.message}"))
+        except ApiException as e:
+            if e.status != 409:  # a conflict: someone else scaled; the next reconcile decides again
+                raise
+    return failures
 
 
-async def _write_status(kube: Kube, body: dict, old: dict, new: dict, events) -> None:
+# ---- status ----------------------------------------------------------------------------------------------------
+async def _write(kube: Kube, body: dict, old: dict, new: dict, events, check_version: bool = False) -> None:
+    """Events, then the status if it changed. With check_version the status is written only over the pool
+    as it was read (a 409 means the pool moved on: the caller reconciles again)."""
     meta = body["metadata"]
     for type_, reason, message in events:
         log.info("pool %s/%s: %s %s", meta["namespace"], meta["name"], reason, message)
         await kube.event(body, type_, reason, message)
     if any(old.get(k) != v for k, v in new.items()):
-        await kube.patch_pool_status(meta["namespace"], meta["name"], new)
+        await kube.patch_pool_status(meta["namespace"], meta["name"], new,
+                                     meta.get("resourceVersion") if check_version else None)

@@ -2,6 +2,8 @@
 outputs plus `latentRollouts` rollouts of latents, and stay below the master's eviction high watermark."""
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import asdict, dataclass, field
 
@@ -40,11 +42,14 @@ class SizingResult:
     memory_formula: str
     min_replicas_for_registration: int
     problems: list[Problem] = field(default_factory=list)
+    basis_replicas: int = 1  # the worker count an auto segment is divided over
+    basis_key: str = ""  # what the basis was computed for (sizing inputs): a change re-bases
 
     def status(self) -> dict:
         return {"perWorker": format_bytes(self.per_worker_bytes), "perWorkerBytes": self.per_worker_bytes,
                 "total": format_bytes(self.total_bytes), "required": format_bytes(self.required_bytes),
-                "mode": self.mode, "rule": self.rule}
+                "mode": self.mode, "rule": self.rule, "basisReplicas": self.basis_replicas,
+                "basisKey": self.basis_key}
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -56,9 +61,19 @@ def _round_mib(n: int) -> int:
     return math.ceil(n / MiB) * MiB
 
 
-def compute(spec: PoolSpec, replicas: int | None = None) -> SizingResult:
+def default_basis(spec: PoolSpec) -> int:
+    """How many workers an auto segment is divided over. An autoscaled pool divides over its minimum, so at
+    every size in [min, max] the segments hold the rule's total; a fixed pool over its replicas when first
+    sized (the operator records that in status, so a later `kubectl scale` changes no worker's segment)."""
+    auto = spec.autoscaling
+    if auto is not None and auto.enabled:
+        return max(1, auto.minReplicas)
+    return max(1, spec.replicas)
+
+
+def compute(spec: PoolSpec, replicas: int | None = None, basis: int | None = None) -> SizingResult:
     replicas = spec.replicas if replicas is None else replicas
-    workers = max(replicas, 1)
+    workers = max(1, basis if basis is not None else default_basis(spec))
     problems: list[Problem] = []
     sz = spec.sizing
     required = 0
@@ -75,6 +90,12 @@ def compute(spec: PoolSpec, replicas: int | None = None) -> SizingResult:
         mode = "auto"
         per_worker = _round_mib(math.ceil(needed / workers))
         rule = f"{rule_terms} = {human(needed)}, over {workers} worker(s)"
+        if replicas < workers:
+            problems.append(Problem(
+                "SegmentTooSmall",
+                f"{replicas} worker(s) x {human(per_worker)} is below the {human(needed)} the sizing needs: the "
+                f"segment is sized for {workers} worker(s) (autoscaling.minReplicas, or the replicas when the pool "
+                "was sized); unread outputs may be evicted"))
     elif parse_bytes(seg) == 0:
         mode, per_worker = "none", 0
         rule = "workers lend no segment (pure readers); the store's capacity comes from its other clients"
@@ -115,4 +136,20 @@ def compute(spec: PoolSpec, replicas: int | None = None) -> SizingResult:
             f"resources.limits.memory {limit} is below the {human(memory)} a worker needs: {formula}",
             blocking=True))
     return SizingResult(mode, per_worker, total, required, rule, local, read, model, SHM_BYTES,
-                        OVERHEAD_BYTES, memory, formula, min_reg_replicas, problems)
+                        OVERHEAD_BYTES, memory, formula, min_reg_replicas, problems, workers, basis_key(spec))
+
+
+def basis_key(spec: PoolSpec) -> str:
+    """A digest of the inputs an auto segment is computed from (not replicas)."""
+    inputs = {"sizing": spec.sizing.model_dump() if spec.sizing else None, "segment": str(spec.store.segmentSize),
+              "auto": bool(spec.autoscaling and spec.autoscaling.enabled)}
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def recorded_basis(spec: PoolSpec, status: dict | None) -> int | None:
+    """The basis recorded in the pool's status, if it was computed for the same inputs (else None: re-base)."""
+    seg = (status or {}).get("segment") or {}
+    auto = spec.autoscaling is not None and spec.autoscaling.enabled
+    if not auto and seg.get("basisKey") == basis_key(spec) and seg.get("basisReplicas"):
+        return int(seg["basisReplicas"])
+    return None

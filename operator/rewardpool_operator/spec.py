@@ -117,13 +117,15 @@ class Pool(BaseModel):
     namespace: str
     uid: str = ""
     generation: int = 0
+    resource_version: str = ""
     spec: PoolSpec
 
     @classmethod
     def from_object(cls, obj: dict) -> "Pool":
         meta = obj.get("metadata", {})
         return cls(name=meta["name"], namespace=meta.get("namespace") or "default", uid=meta.get("uid", ""),
-                   generation=meta.get("generation", 0), spec=PoolSpec.model_validate(obj.get("spec") or {}))
+                   generation=meta.get("generation", 0), resource_version=meta.get("resourceVersion", ""),
+                   spec=PoolSpec.model_validate(obj.get("spec") or {}))
 
     @property
     def selector(self) -> dict[str, str]:

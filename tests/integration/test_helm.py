@@ -44,7 +44,7 @@ def test_install_created_the_chart_objects(chart):
     dep = kubectl(chart, "get", "deployment", f"{RELEASE}-rewardpool-operator", "-n", OPERATOR_NS,
                   "-o", "jsonpath={.spec.strategy.type} {.spec.template.spec.securityContext.runAsNonRoot} "
                   "{.spec.template.spec.containers[0].livenessProbe.httpGet.path}").stdout
-    assert dep.split() == ["Recreate", "true", "/healthz"]
+    assert dep.split() == ["RollingUpdate", "true", "/healthz"]
 
 
 SA = f"system:serviceaccount:{OPERATOR_NS}:{RELEASE}-rewardpool-operator"

@@ -9,7 +9,7 @@ import time
 from rewardpool_devcluster.stack import kubectl
 from rewardpool_operator.rollout import max_unavailable
 from tests.conftest import wait_for
-from tests.integration.test_operator import pool_manifest
+from tests.integration.test_operator import pool_manifest, pools  # noqa: F401  (fixture)
 from tests.integration.timeline import Timeline
 
 FIXED = {"master": "127.0.0.1:50051", "protocol": "rdma", "devices": ["mlx5_0"], "segmentSize": "4Gi"}
@@ -80,8 +80,18 @@ def test_node_drain_respects_the_disruption_budget(pools, ns, cluster):
     pools.wait_ready("evict", replicas)
     out = kubectl(cluster, "get", "pdb", "evict", "-n", ns, "-o", "jsonpath={.spec.maxUnavailable}").stdout
     assert out == str(max_unavailable(replicas))
-    wait_for(lambda: kubectl(cluster, "get", "pdb", "evict", "-n", ns, "-o",
-                             "jsonpath={.status.disruptionsAllowed}").stdout == "1", 60, what="PDB observed")
+
+    def pdb_allows_one():
+        # The controller-manager maps the RewardPool kind (for the PDB's expected count) only after its
+        # discovery cache refreshes (every 30 s) and recomputes a PDB only on a pod or PDB change: in a
+        # cluster whose CRD is minutes old nothing is needed; here, touch the pods until it has caught up.
+        got = kubectl(cluster, "get", "pdb", "evict", "-n", ns, "-o", "jsonpath={.status.disruptionsAllowed}").stdout
+        if got != "1":
+            for p in pools.pods("evict"):
+                pools.core.patch_namespaced_pod(p.metadata.name, ns, {"metadata": {"annotations": {
+                    "test/poke": str(time.monotonic())}}})
+        return got == "1"
+    wait_for(pdb_allows_one, 90, interval=3, what="the PDB's controller counting the pool's workers")
     on_node0 = [p.metadata.name for p in pools.pods("evict") if p.spec.node_name == "rdma-node-0"]
     assert on_node0, "topology spread puts workers on both RDMA nodes"
     try:

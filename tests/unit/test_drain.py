@@ -1,12 +1,39 @@
-from rewardpool_operator.drain import verdict
+import pytest
+
+from rewardpool_operator.drain import UNREACHABLE_SECONDS, verdict
 
 
-def v(health, lent=True, used=0, waited=10, timeout=600):
-    return verdict("w-1", health, lent, used, waited, timeout)
+def v(health, lent=True, used=0, waited=10, timeout=600, silent=0.0, ready=True):
+    return verdict("w-1", health, lent, used, waited, timeout, silent, ready)
 
 
-def test_unreachable_worker_is_deleted_at_once():
-    assert (v(None).action, v(None).reason) == ("delete", "WorkerUnreachable")
+def test_one_failed_probe_deletes_nothing():
+    for used in (0, None, 4096):
+        for ready in (True, False):
+            assert v(None, used=used, silent=0, ready=ready).action == "wait"
+            assert v(None, used=used, silent=UNREACHABLE_SECONDS - 1, ready=ready).action == "wait"
+
+
+@pytest.mark.parametrize("lent,used,ready,action", [
+    (True, 0, True, "delete"),       # the master shows its segment empty
+    (False, None, True, "delete"),   # it lends no segment
+    (True, None, False, "delete"),   # not Ready, segment unknown
+    (True, None, True, "wait"),      # Ready but unreachable from here, segment unknown: wait for the timeout
+    (True, 4096, False, "wait"),     # its segment holds outputs: never deleted for silence
+    (True, 4096, True, "wait"),
+])
+def test_sustained_silence(lent, used, ready, action):
+    r = v(None, lent=lent, used=used, silent=UNREACHABLE_SECONDS + 1, ready=ready)
+    assert r.action == action, r
+    if action == "delete":
+        assert r.reason == "WorkerUnreachable"
+
+
+def test_silent_past_the_timeout():
+    r = v(None, used=None, silent=700, waited=700)
+    assert (r.action, r.reason) == ("delete", "DrainTimedOut") and "not known" in r.message
+    r = v(None, used=4096, silent=700, waited=700, ready=False)
+    assert (r.action, r.reason) == ("stuck", "DrainStuck")
 
 
 def test_drained_with_an_empty_segment_is_deleted():

@@ -25,6 +25,16 @@ CONTROL_SCHEME = "Bearer"
 DRAIN_ANNOTATION = "rewardpool.io/drain-requested-at"
 
 
+# One drain timeout (spec.drainTimeoutSeconds) drives all three: the worker finishes in-flight batches within
+# it after SIGTERM, the operator waits that long for a drain it asked for, and the pod's grace period is the
+# timeout plus this margin (time for the worker to leave Ray and the store cleanly after its last batch).
+DRAIN_GRACE_MARGIN_SECONDS = 30
+
+
+def termination_grace_seconds(drain_timeout: int) -> int:
+    return drain_timeout + DRAIN_GRACE_MARGIN_SECONDS
+
+
 def control_secret_name(pool: str) -> str:
     return f"{pool}-control"
 
@@ -73,6 +83,8 @@ class WorkerConfig(BaseModel):
     read_buffer_bytes: int = Field(ge=0, description="initial size of the registered read buffer")
     network_attachment: str | None = Field(default=None, description="namespace/name of the RoCE attachment")
     http_port: int = HTTP_PORT
+    drain_timeout_seconds: int = Field(default=600, ge=0, description="finish in-flight batches within this "
+                                       "after SIGTERM (the pool's drainTimeoutSeconds)")
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, exclude_none=True)

@@ -180,7 +180,7 @@ def main() -> int:
     watch_drain_annotation(state, os.environ.get("REWARDPOOL_ANNOTATIONS_FILE", ANNOTATIONS_FILE))
     install_signal_handlers(state)
     try:
-        return run(cfg, pod, state, metrics, float(os.environ.get("REWARDPOOL_DRAIN_TIMEOUT", "280")))
+        return run(cfg, pod, state, metrics, float(cfg.drain_timeout_seconds))
     except Exception:
         log.exception("worker failed")
         state.phase = "failed"

@@ -30,6 +30,11 @@ cannot select by label, so the write guard policy limits its Secret writes to co
 - apiGroups: [rewardpool.io]
   resources: [rewardpools/status, rewardpools/scale]
   verbs: [get, patch, update]
+# blockOwnerDeletion on owned objects needs update on the owner's finalizers where the API server enforces
+# owner-reference permissions (OwnerReferencesPermissionEnforcement).
+- apiGroups: [rewardpool.io]
+  resources: [rewardpools/finalizers]
+  verbs: [update]
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch, create, delete, patch]
@@ -55,11 +60,15 @@ cannot select by label, so the write guard policy limits its Secret writes to co
 {{- default .Values.watchNamespaces .Values.networkPolicy.namespaces | toJson -}}
 {{- end -}}
 
-{{/* Cluster-scoped reads: node capacity (does a worker fit?) and CRD discovery (kopf). */}}
+{{/* Cluster-scoped reads: node capacity (does a worker fit?), namespace labels (Pod Security level) and CRD
+discovery (kopf). */}}
 {{- define "rewardpool.clusterRules" -}}
 - apiGroups: [""]
   resources: [nodes]
   verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [get]
 - apiGroups: [apiextensions.k8s.io]
   resources: [customresourcedefinitions]
   verbs: [get, list, watch]

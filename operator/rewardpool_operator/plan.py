@@ -1,0 +1,174 @@
+"""The reconcile's decision, pure: what the operator observed in, the writes to make out. No I/O here, so
+every branch people change (lost pods, rolls, scale-ins, drains, blocking findings) is a table test.
+
+Order of a plan, as `apply` carries it out:
+1. lost workers (Failed, Succeeded/evicted, on a node gone or NotReady past NODE_LOST_SECONDS) are deleted
+   and replaced; they never count as workers;
+2. a surplus of serving workers is marked for draining, in `rollout.removal_order`;
+3. missing workers are created;
+4. stale workers (another template) are marked for draining while the unavailability budget allows;
+5. workers already draining are deleted when `drain.verdict` says nothing is lost;
+6. the built-in autoscaler's new size, if any, is written through /scale.
+Nothing but 6 happens while a blocking finding stands or the RoCE network is missing."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rewardpool_worker.config import DRAIN_ANNOTATION
+
+from . import conditions as C
+from . import drain as drain_mod
+from .autoscaler import Decision, Signals, decide
+from .rollout import is_ready, removal_order, roll_allowance
+from .sizing import Problem, SizingResult
+from .spec import HASH_LABEL, Pool
+
+NODE_LOST_SECONDS = 60.0  # a node NotReady or Unknown this long: its workers are replaced
+STUCK_TERMINATING_SECONDS = 30.0  # past its grace period, a terminating pod no longer holds up a roll
+
+
+@dataclass(frozen=True)
+class Network:
+    ok: bool
+    reason: str
+    message: str
+
+
+@dataclass
+class Observed:
+    """What one reconcile read. `pods` are the pool's own (controller owner reference to this pool)."""
+    pods: list[dict]
+    nodes: dict[str, dict]  # every node by name
+    signals: Signals
+    health: dict[str, dict | None] = field(default_factory=dict)  # /healthz of draining workers
+    segment_used: dict[str, int | None] = field(default_factory=dict)  # bytes in a draining worker's segment
+    unreachable_for: dict[str, float] = field(default_factory=dict)  # seconds a draining worker has been silent
+    now: float = 0.0
+
+
+@dataclass
+class Plan:
+    template: dict
+    want_hash: str
+    delete: list[tuple[str, str, str, str]] = field(default_factory=list)  # (pod, event type, reason, message)
+    drain: list[tuple[str, str]] = field(default_factory=list)  # (pod, why)
+    create: int = 0
+    scale: Decision | None = None
+    problems: list[Problem] = field(default_factory=list)  # found while planning (stuck drains)
+    managed: bool = True  # False: blocked, pods left as they are
+    # what status reports
+    active: int = 0
+    ready: int = 0
+    draining: int = 0
+    stale: int = 0
+    lost: int = 0
+    unschedulable: str = ""
+
+
+def _node_not_ready_since(node: dict) -> float | None:
+    for c in (node.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return None if c.get("status") == "True" else (C.epoch(c.get("lastTransitionTime")) or 0.0)
+    return 0.0  # no Ready condition at all: never reported in
+
+
+def lost_reason(pod: dict, nodes: dict[str, dict], now: float) -> str | None:
+    """Why a pod no longer counts as a worker, or None if it still does."""
+    status = pod.get("status") or {}
+    phase = status.get("phase")
+    if phase == "Failed":
+        why = status.get("reason") or "Error"
+        return f"failed ({why}{': ' + status['message'] if status.get('message') else ''})"
+    if phase == "Succeeded":
+        return "exited (Succeeded): a worker should run until it is drained"
+    node_name = (pod.get("spec") or {}).get("nodeName")
+    if node_name:
+        node = nodes.get(node_name)
+        if node is None:
+            return f"its node {node_name} no longer exists"
+        since = _node_not_ready_since(node)
+        if since is not None and now - since >= NODE_LOST_SECONDS:
+            return f"its node {node_name} has not been Ready for {now - since:.0f}s"
+    return None
+
+
+def stuck_terminating(pod: dict, nodes: dict[str, dict], now: float) -> bool:
+    """A terminating pod that will not go on its own (its node is lost, or it is far past its grace)."""
+    meta = pod["metadata"]
+    deleted_at = C.epoch(meta.get("deletionTimestamp"))
+    if deleted_at is None:
+        return False
+    grace = meta.get("deletionGracePeriodSeconds") or 0
+    node_name = (pod.get("spec") or {}).get("nodeName")
+    node_lost = bool(node_name) and lost_reason({"spec": {"nodeName": node_name}}, nodes, now) is not None
+    return node_lost or now - deleted_at > grace + STUCK_TERMINATING_SECONDS
+
+
+def _name(pod: dict) -> str:
+    return pod["metadata"]["name"]
+
+
+def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, observed: Observed,
+         blocking: bool, network: Network, old_status: dict) -> Plan:
+    p = Plan(template=template, want_hash=want_hash, managed=network.ok and not blocking)
+    spec, now = pool.spec, observed.now
+    replicas = spec.replicas
+    terminating = [x for x in observed.pods if x["metadata"].get("deletionTimestamp")]
+    live = [x for x in observed.pods if not x["metadata"].get("deletionTimestamp")]
+    lost = [(x, why) for x in live if (why := lost_reason(x, observed.nodes, now))]
+    lost_names = {_name(x) for x, _ in lost}
+    active = [x for x in live if _name(x) not in lost_names]
+    draining = [x for x in active if DRAIN_ANNOTATION in (x["metadata"].get("annotations") or {})]
+    serving = [x for x in active if x not in draining]
+    per_worker = observed.signals.per_worker
+
+    if p.managed:
+        for pod, why in lost:
+            p.delete.append((_name(pod), "Warning", "WorkerLost", f"worker pod {_name(pod)} {why}; replacing it"))
+        surplus = len(serving) - replicas
+        for pod in removal_order(serving, want_hash, per_worker)[:max(surplus, 0)]:
+            p.drain.append((_name(pod), "scale in"))
+        marked = {n for n, _ in p.drain}
+        serving = [x for x in serving if _name(x) not in marked]
+        p.create = max(replicas - len(serving), 0)
+        stale = [x for x in serving if x["metadata"]["labels"].get(HASH_LABEL) != want_hash]
+        holding = [x for x in terminating if not stuck_terminating(x, observed.nodes, now)]
+        # Workers about to be created count as unavailable: a roll never outruns its replacements.
+        unavailable = (sum(1 for x in serving if not is_ready(x)) + len(draining) + len(marked) + len(holding)
+                       + p.create)
+        for pod in removal_order(stale, want_hash, per_worker)[:roll_allowance(replicas, unavailable)]:
+            p.drain.append((_name(pod), "spec changed"))
+        marked = {n for n, _ in p.drain}
+        serving = [x for x in serving if _name(x) not in marked]
+
+        for pod in draining:
+            name = _name(pod)
+            started = C.epoch(pod["metadata"]["annotations"][DRAIN_ANNOTATION]) or now
+            v = drain_mod.verdict(name, observed.health.get(name), sizing.per_worker_bytes > 0,
+                                  observed.segment_used.get(name), now - started, spec.drainTimeoutSeconds,
+                                  observed.unreachable_for.get(name, 0.0), is_ready(pod))
+            if v.action == "delete":
+                p.delete.append((name, "Normal" if v.reason == "Drained" else "Warning", "WorkerDeleted",
+                                 f"deleted worker pod {name} ({v.reason}): {v.message}"))
+            elif v.action == "stuck":
+                p.problems.append(Problem(v.reason, v.message))
+        draining_left = len(draining) - sum(1 for n, *_ in p.delete if n in {_name(x) for x in draining})
+        p.draining = draining_left + len(marked)
+    else:
+        p.draining = len(draining)
+
+    p.active = len(serving) + (p.create if p.managed else 0)
+    p.ready = sum(1 for x in serving if is_ready(x))
+    p.stale = sum(1 for x in serving if x["metadata"]["labels"].get(HASH_LABEL) != want_hash)
+    p.lost = len(lost)
+    unsched = [c for x in serving for c in (x.get("status") or {}).get("conditions") or []
+               if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"]
+    if unsched:
+        p.unschedulable = f"{len(unsched)} pod(s) unschedulable: {unsched[0].get('message', '')}"
+
+    auto = spec.autoscaling
+    if auto is not None and auto.enabled and p.managed:
+        hw = spec.sizing.highWatermark if spec.sizing else 0.9
+        p.scale = decide(auto, replicas, observed.signals, hw, sizing.min_replicas_for_registration,
+                         C.epoch(old_status.get("scaleDownPendingSince")), now)
+    return p

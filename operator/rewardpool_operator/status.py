@@ -1,0 +1,97 @@
+"""The pool's status, pure: conditions from the findings, the network, the plan and what applying it met;
+which of them are new enough to be told as events (once per change, not on every resync)."""
+from __future__ import annotations
+
+from . import conditions as C
+from .autoscaler import Signals
+from .plan import Network, Plan
+from .quantity import format_bytes
+from .sizing import Problem, SizingResult
+from .spec import Pool
+
+# A condition in these states is a problem worth a Warning event, told once when it starts or changes reason.
+_WARN_WHEN_TRUE = ("InvalidSpec", "Degraded", "ReplicaFailure")
+_WARN_WHEN_FALSE = ("NetworkReady", "ScalingActive")
+
+
+def compute(pool: Pool, sizing: SizingResult, problems: list[Problem], network: Network, p: Plan,
+            signals: Signals, failures: list[tuple[str, str]], old: dict, generation: int, network_ref: str) -> dict:
+    """failures: (reason, API message) of the writes the API server refused in this reconcile."""
+    replicas = pool.spec.replicas
+    blocking = [x for x in problems if x.blocking]
+    spec_blocking = [x for x in blocking if x.reason != "WorkersDoNotFit"]
+    degraded = sorted((x for x in problems + p.problems if x not in spec_blocking), key=lambda x: not x.blocking)
+    conds = [
+        C.cond("InvalidSpec", bool(spec_blocking), spec_blocking[0].reason if spec_blocking else "SpecValid",
+               "; ".join(x.message for x in spec_blocking) or "spec accepted"),
+        C.cond("NetworkReady", network.ok, network.reason, network.message),
+        C.cond("Degraded", bool(degraded), degraded[0].reason if degraded else "AsExpected",
+               "; ".join(x.message for x in degraded) or "no problems found"),
+        C.cond("ReplicaFailure", bool(failures), failures[0][0] if failures else "NoFailures",
+               "; ".join(m for _, m in failures) or "every pod write the operator made was accepted"),
+    ]
+    if not p.managed:
+        cause = blocking[0].reason if blocking else network.reason
+        conds.append(C.cond("Progressing", False, "Blocked", f"worker pods are not managed until {cause} is fixed"))
+        not_ready = "Blocked"
+    elif p.stale or p.active != replicas or p.ready < replicas or p.lost:
+        reason = ("RollingUpdate" if p.stale else "ReplacingLostWorkers" if p.lost
+                  else "Scaling" if p.active != replicas else "WaitingForReady")
+        message = f"{p.ready}/{replicas} ready, {p.stale} to replace, {p.active} present"
+        if p.lost:
+            message += f", {p.lost} lost"
+        if p.unschedulable:  # say why instead of leaving the pods silently Pending
+            reason, message = "Unschedulable", f"{message}; {p.unschedulable}"
+        conds.append(C.cond("Progressing", True, reason, message))
+        not_ready = "WorkersNotReady"
+    else:
+        conds.append(C.cond("Progressing", False, "Stable", f"{replicas} worker(s) up to date"))
+        not_ready = "WorkersNotReady"
+    if p.scale is not None:
+        conds.append(C.cond("ScalingActive", p.scale.reason != "MetricsUnavailable", p.scale.reason,
+                            p.scale.message))
+    all_ready = p.managed and p.ready == replicas and not p.stale and not failures
+    ready_reason = "AllWorkersReady" if all_ready else ("ReplicaFailure" if failures and p.managed else not_ready)
+    conds.append(C.cond("Ready", all_ready, ready_reason, f"{p.ready}/{replicas} workers ready"))
+
+    scaling: dict = {}
+    if p.scale is not None:
+        d = p.scale
+        scaling = {"desiredReplicas": d.desired,
+                   "scaleDownPendingSince": C.now(d.below_since) if d.below_since is not None else None,
+                   "lastScale": old.get("lastScale")}
+        if d.desired != replicas:
+            scaling["lastScale"] = {"time": C.now(), "from": replicas, "to": d.desired, "reason": d.reason,
+                                    "message": d.message}
+    return {
+        "observedGeneration": generation, "replicas": p.active, "readyReplicas": p.ready,
+        "drainingReplicas": p.draining, "selector": pool.selector_string,
+        "queueDepth": signals.queue_depth if signals.queue_depth is not None else old.get("queueDepth", 0),
+        "pendingBytes": signals.pending_bytes if signals.pending_bytes is not None else old.get("pendingBytes", 0),
+        "storeFill": round(signals.store_fill, 4) if signals.store_fill is not None else old.get("storeFill"),
+        **scaling,
+        "segment": sizing.status(), "memoryPerWorker": format_bytes(sizing.memory_bytes),
+        "memoryFormula": sizing.memory_formula, "networkAttachment": network_ref,
+        "conditions": C.merge(old.get("conditions"), conds, generation),
+    }
+
+
+def warnings(old: dict, new: dict) -> list[tuple[str, str, str]]:
+    """Warning events for problems that are new or changed reason since the last status (not every resync)."""
+    before = {c["type"]: c for c in old.get("conditions") or []}
+    out = []
+    for c in new.get("conditions") or []:
+        was = before.get(c["type"], {})
+        bad = (c["type"] in _WARN_WHEN_TRUE and c["status"] == "True") or \
+              (c["type"] in _WARN_WHEN_FALSE and c["status"] == "False")
+        if bad and (was.get("status") != c["status"] or was.get("reason") != c["reason"]
+                    or (c["type"] == "ReplicaFailure" and was.get("message") != c["message"])):
+            out.append(("Warning", c["reason"], c["message"]))
+    return out
+
+
+def invalid(message: str, old: dict, generation: int) -> dict:
+    """Status of a pool whose spec cannot even be parsed (admission should have caught it)."""
+    conds = [C.cond("InvalidSpec", True, "SpecNotUnderstood", message),
+             C.cond("Ready", False, "InvalidSpec", "the spec cannot be used: " + message)]
+    return {"observedGeneration": generation, "conditions": C.merge(old.get("conditions"), conds, generation)}
