@@ -15,7 +15,7 @@ from .stack import OperatorProcess, helm_install, service_account_kubeconfig
 def pool(name: str, workers: int) -> dict:
     return {"apiVersion": "rewardpool.io/v1alpha1", "kind": "RewardPool", "metadata": {"name": name},
             "spec": {"replicas": workers, "image": "rewardpool-worker:bench",
-                     "scorer": {"name": "pickscore", "numFrames": 8},
+                     "scorer": {"name": "pickscore", "numFrames": 8, "modelPath": "/models/pickscore"},
                      "store": {"master": "127.0.0.1:50051", "protocol": "rdma"},
                      "sizing": {"samplesPerRollout": 64, "outputBytesPerSample": "269M"},
                      "network": {"ipvlan": {"master": "bond0", "ipam": {"type": "whereabouts",

@@ -29,34 +29,29 @@ class Verdict:
 def verdict(pod: str, health: dict | None, segment_lent: bool, used_bytes: int | None, waited: float,
             timeout: float, unreachable_for: float = 0.0, pod_ready: bool = True) -> Verdict:
     holds = segment_lent and bool(used_bytes)
-    if health is None:
-        if unreachable_for < UNREACHABLE_SECONDS:
-            return Verdict("wait", "Draining", f"{pod} did not answer for {unreachable_for:.0f}s; asking again")
-        empty = not segment_lent or used_bytes == 0
-        if not pod_ready and not holds:
-            return Verdict("delete", "WorkerUnreachable",
-                           f"{pod} has not answered for {unreachable_for:.0f}s and is not Ready: nothing in "
-                           "flight can finish there")
-        if empty:
-            return Verdict("delete", "WorkerUnreachable",
-                           f"{pod} has not answered for {unreachable_for:.0f}s and its segment holds nothing")
-    elif health.get("phase") == "drained" and not holds:
+    if health is not None and health.get("phase") == "drained" and not holds:
         checked = "" if not segment_lent or used_bytes is not None else \
             " (its segment was not checked: set store.metricsAddress to protect outputs stored there)"
         return Verdict("delete", "Drained", f"{pod} drained{checked}")
-    if waited < timeout:
+    if waited >= timeout:
         if holds:
-            what = f"{used_bytes} bytes of outputs still in its segment"
-        elif health is None:
-            what = f"not answering for {unreachable_for:.0f}s (its pod is Ready; its segment is not known empty)"
-        else:
-            what = f"{health.get('in_flight', '?')} batch(es) in flight"
-        return Verdict("wait", "Draining", f"{pod} draining: {what} ({waited:.0f}s of {timeout:.0f}s)")
-    if not holds:
+            return Verdict("stuck", "DrainStuck",
+                           f"{pod} has drained for {waited:.0f}s but its segment still holds {used_bytes} bytes of "
+                           "outputs; it is kept so they are not lost (delete the pod by hand to give them up)")
+        state = "empty" if used_bytes == 0 or not segment_lent else "not known to hold outputs"
         return Verdict("delete", "DrainTimedOut",
-                       f"{pod} did not finish within {timeout:.0f}s; deleted (its segment is "
-                       f"{'empty' if used_bytes == 0 or not segment_lent else 'not known to hold outputs'}, and "
-                       "the client retries its unfinished batch elsewhere from the store)")
-    return Verdict("stuck", "DrainStuck",
-                   f"{pod} has drained for {waited:.0f}s but its segment still holds {used_bytes} bytes of "
-                   "outputs; it is kept so they are not lost (delete the pod by hand to give them up)")
+                       f"{pod} did not finish within {timeout:.0f}s; deleted (its segment is {state}, and the "
+                       "client retries its unfinished batch elsewhere from the store)")
+    if health is None:
+        if unreachable_for >= UNREACHABLE_SECONDS and not holds and (not pod_ready or not segment_lent
+                                                                     or used_bytes == 0):
+            why = "is not Ready" if not pod_ready else "its segment holds nothing"
+            return Verdict("delete", "WorkerUnreachable",
+                           f"{pod} has not answered for {unreachable_for:.0f}s and {why}: nothing can be lost")
+        what = (f"{used_bytes} bytes of outputs still in its segment" if holds else
+                f"not answering for {unreachable_for:.0f}s")
+    elif holds:
+        what = f"{used_bytes} bytes of outputs still in its segment"
+    else:
+        what = f"{health.get('in_flight', '?')} batch(es) in flight"
+    return Verdict("wait", "Draining", f"{pod} draining: {what} ({waited:.0f}s of {timeout:.0f}s)")

@@ -122,9 +122,10 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
     serving = [x for x in active if x not in draining]
     per_worker = observed.signals.per_worker
 
+    for pod, why in lost:  # dead either way: cleaned up even while the pool is blocked (not replaced then)
+        p.delete.append((_name(pod), "Warning", "WorkerLost", f"worker pod {_name(pod)} {why}"
+                         + ("; replacing it" if p.managed else "")))
     if p.managed:
-        for pod, why in lost:
-            p.delete.append((_name(pod), "Warning", "WorkerLost", f"worker pod {_name(pod)} {why}; replacing it"))
         surplus = len(serving) - replicas
         for pod in removal_order(serving, want_hash, per_worker)[:max(surplus, 0)]:
             p.drain.append((_name(pod), "scale in"))

@@ -7,6 +7,7 @@ instead of aborting the pass."""
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -205,7 +206,9 @@ async def _apply(kube: Kube, pool: Pool, p: Plan, observed: Observed, token: str
         try:
             created = await kube.create_pod(ns, p.template)
         except ApiException as e:
-            failures.append(("FailedCreate", f"creating a worker pod: {api_message(e)}"))
+            # The API server names the pod it generated: leave the name out so one cause is one message.
+            msg = re.sub(rf'"{re.escape(pool.name)}-[a-z0-9]{{5}}"', f'"{pool.name}-*"', api_message(e))
+            failures.append(("FailedCreate", f"creating a worker pod: {msg}"))
             break
         events.append(("Normal", "WorkerCreated", f"created worker pod {created['metadata']['name']}"))
     if p.scale is not None and p.scale.desired != pool.spec.replicas:

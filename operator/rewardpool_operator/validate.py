@@ -11,6 +11,13 @@ from .spec import COMPONENT_LABEL, HASH_LABEL, POOL_LABEL, WORKER_CONTAINER, Poo
 # Labels the operator selects and tells pods apart by: a podTemplate must not set them (a pod relabelled to
 # another pool is never seen again, and the operator would create pods without end).
 RESERVED_LABELS = (POOL_LABEL, HASH_LABEL, COMPONENT_LABEL)
+# What a podTemplate may set: an allow-list, so a pod field added to Kubernetes tomorrow cannot be used to
+# escalate before someone has looked at it. Containers merge by name into the worker container (only the
+# fields in WORKER_CONTAINER_FIELDS) or add sidecars (any field, no privilege: see the walk in `check`).
+ALLOWED_POD_FIELDS = {"containers", "initContainers", "volumes", "tolerations", "affinity", "nodeSelector",
+                      "topologySpreadConstraints", "priorityClassName", "runtimeClassName", "schedulerName",
+                      "imagePullSecrets", "dnsPolicy", "dnsConfig", "securityContext"}
+WORKER_CONTAINER_FIELDS = {"name", "env", "envFrom", "volumeMounts", "securityContext", "imagePullPolicy"}
 # Pod fields a podTemplate may not set: they change who the pod runs as or where, outside the operator's say.
 FORBIDDEN_POD_FIELDS = {
     "serviceAccountName": "workers run with no Kubernetes identity",
@@ -60,6 +67,19 @@ def check(spec: PoolSpec) -> list[Problem]:
     for key, why in FORBIDDEN_POD_FIELDS.items():
         if key in spec.podTemplate.spec:
             problems.append(Problem("ForbiddenPodSetting", f"podTemplate.spec.{key} cannot be set: {why}", True))
+    for key in sorted(set(spec.podTemplate.spec) - ALLOWED_POD_FIELDS - set(FORBIDDEN_POD_FIELDS)):
+        if key not in ("hostNetwork", "hostPID", "hostIPC"):  # true is reported above; false is harmless
+            problems.append(Problem("ForbiddenPodSetting", f"podTemplate.spec.{key} is not one of the fields a "
+                                    f"podTemplate may set ({', '.join(sorted(ALLOWED_POD_FIELDS))})", True))
+    for i, c in enumerate(spec.podTemplate.spec.get("containers") or []):
+        extra = sorted(set(c or {}) - WORKER_CONTAINER_FIELDS) if (c or {}).get("name") == WORKER_CONTAINER else []
+        if extra:
+            problems.append(Problem("ForbiddenPodSetting", f"podTemplate.spec.containers[{i}] (the worker) cannot "
+                                    f"set {', '.join(extra)}: image, resources and probes come from the pool spec "
+                                    f"(allowed: {', '.join(sorted(WORKER_CONTAINER_FIELDS - {'name'}))})", True))
+    if (spec.podTemplate.spec.get("securityContext") or {}).get("sysctls"):
+        problems.append(Problem("ForbiddenPodSetting", "podTemplate.spec.securityContext.sysctls is not allowed",
+                                True))
     for kind in ("labels", "annotations"):
         for key in spec.podTemplate.metadata.get(kind, {}):
             if key in RESERVED_LABELS or key.startswith("rewardpool.io/"):

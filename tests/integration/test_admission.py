@@ -66,6 +66,26 @@ INVALID = [
      ["spec.network.ipvlan.mtu", "greater than or equal to 576"]),
     (rdma_without_device(), ["spec.store.protocol", "rdma needs an RDMA device"]),
     (with_spec("autoscaling", {"targetQueueDepth": 0}), ["spec.autoscaling.targetQueueDepth", "greater than or equal to 1"]),
+    # fields a worker cannot start without, and values it could never use
+    (with_spec("scorer", {"name": "pickscore"}), ["spec.scorer.modelPath", "pickscore needs scorer.modelPath"]),
+    (with_spec("scorer", {"name": "pickscore", "modelPath": ""}), ["spec.scorer.modelPath", "needs scorer.modelPath"]),
+    (with_spec("network", {"ipvlan": {"master": "bond0", "ipam": {"type": "whereabouts", "range": "192.168.1.0"}}}),
+     ["spec.network.ipvlan.ipam.range", "must be a CIDR"]),
+    (with_spec("network", {"ipvlan": {"master": "bond0", "ipam": {"type": "host-local", "subnet": "10.0.0.0/33"}}}),
+     ["spec.network.ipvlan.ipam.subnet", "must be a CIDR"]),
+    # privilege a podTemplate may not ask for (the rest are refused by the operator: tests/integration/test_blocking.py)
+    (with_spec("podTemplate", {"spec": {"hostNetwork": True}}), ["spec.podTemplate.spec", "hostNetwork is not allowed"]),
+    (with_spec("podTemplate", {"spec": {"hostPID": True}}), ["spec.podTemplate.spec", "hostPID is not allowed"]),
+    (with_spec("podTemplate", {"spec": {"hostIPC": True}}), ["spec.podTemplate.spec", "hostIPC is not allowed"]),
+    (with_spec("podTemplate", {"spec": {"nodeName": "n1"}}), ["spec.podTemplate.spec", "nodeName is not allowed"]),
+    (with_spec("podTemplate", {"spec": {"serviceAccountName": "admin"}}),
+     ["spec.podTemplate.spec", "serviceAccountName is not allowed"]),
+    (with_spec("podTemplate", {"spec": {"automountServiceAccountToken": True}}),
+     ["spec.podTemplate.spec", "automountServiceAccountToken is not allowed"]),
+    (with_spec("podTemplate", {"metadata": {"labels": {"rewardpool.io/pool": "other"}}}),
+     ["spec.podTemplate.metadata.labels", "cannot set rewardpool.io/*"]),
+    (with_spec("podTemplate", {"metadata": {"annotations": {"rewardpool.io/drain-requested-at": "x"}}}),
+     ["spec.podTemplate.metadata.annotations", "cannot set rewardpool.io/*"]),
 ]
 
 

@@ -21,11 +21,14 @@ NAD = ("k8s.cni.cncf.io", "v1", "network-attachment-definitions")
 def pool_manifest(name: str, replicas: int = 2, **spec) -> dict:
     base = {
         "replicas": replicas, "image": "rewardpool-worker:test",
-        "scorer": {"name": "pickscore", "numFrames": 8, "batchSize": 4},
+        "scorer": {"name": "pickscore", "numFrames": 8, "batchSize": 4, "modelPath": "/models/pickscore"},
         "store": {"master": "127.0.0.1:50051", "protocol": "rdma", "devices": ["mlx5_0"]},
         "sizing": {"samplesPerRollout": 64, "outputBytesPerSample": "269M", "latentBytesPerSample": "10M"},
         "network": {"ipvlan": {"master": "bond0", "mtu": 4200,
                                "ipam": {"type": "whereabouts", "range": "192.168.77.0/24"}}},
+        # kwok pods run no worker: to the operator they are Ready but never answer, so a drain ends at the
+        # drain timeout (a real worker drains itself, through the HTTP call or its pod annotation).
+        "drainTimeoutSeconds": 3,
     }
     base.update(spec)
     return {"apiVersion": f"{G}/{V}", "kind": "RewardPool", "metadata": {"name": name}, "spec": base}
@@ -112,7 +115,7 @@ def test_pool_becomes_ready_with_correct_pods_nad_and_status(pools, ns, cluster)
     assert st["memoryPerWorker"] == pods[0].spec.containers[0].resources.limits["memory"]
     assert st["networkAttachment"] == f"{ns}/ps-roce"
     types = {c["type"]: c for c in st["conditions"]}
-    assert set(types) == {"Ready", "Progressing", "Degraded", "InvalidSpec", "NetworkReady"}
+    assert set(types) == {"Ready", "Progressing", "Degraded", "InvalidSpec", "NetworkReady", "ReplicaFailure"}
     assert all(c["observedGeneration"] == 1 and c["reason"] and c["message"] for c in types.values())
     assert types["NetworkReady"]["status"] == "True" and types["Degraded"]["status"] == "False"
     assert any(r == "WorkerCreated" for _, r, _ in pools.events("ps"))
@@ -242,7 +245,7 @@ def test_semantic_problem_is_a_condition_and_the_operator_keeps_working(pools, n
     # Another pool is served meanwhile, and fixing the typo brings the workers.
     pools.create(pool_manifest("fine", replicas=1))
     pools.wait_ready("fine", 1)
-    pools.patch("typo", {"spec": {"scorer": {"name": "pickscore"}}})
+    pools.patch("typo", {"spec": {"scorer": {"name": "pickscore", "modelPath": "/models/pickscore"}}})
     pools.wait_ready("typo", 1)
     assert pools.condition("typo", "InvalidSpec")["status"] == "False"
 

@@ -29,6 +29,10 @@ def test_sustained_silence(lent, used, ready, action):
         assert r.reason == "WorkerUnreachable"
 
 
+def test_the_timeout_governs_once_passed():
+    assert v(None, used=None, silent=1, waited=700).action == "delete"  # the user's timeout, not the window
+
+
 def test_silent_past_the_timeout():
     r = v(None, used=None, silent=700, waited=700)
     assert (r.action, r.reason) == ("delete", "DrainTimedOut") and "not known" in r.message

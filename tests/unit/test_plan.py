@@ -116,10 +116,11 @@ def test_scale_up_creates():
     assert pl.create == 3 and pl.drain == []
 
 
-def test_blocked_pool_writes_nothing():
+def test_blocked_pool_only_cleans_up_dead_workers():
     pods = [pod("a", hash_="old"), pod("b", phase="Failed")]
     for pl in (run(pods, blocking=True), run(pods, network=Network(False, "AttachmentNotFound", "x"))):
-        assert (pl.delete, pl.drain, pl.create, pl.managed) == ([], [], 0, False)
+        assert (deleted(pl), pl.drain, pl.create, pl.managed) == (["b"], [], 0, False)
+        assert "replacing" not in pl.delete[0][3]
 
 
 def test_drain_verdicts_delete_only_when_nothing_is_lost():
