@@ -109,3 +109,40 @@ def test_placement_fit():
     fit, why = nodes_that_fit(p.spec, s.memory_bytes, [node("c", "1Ti", rdma=None)])
     assert fit == [] and "rdma/rdma_shared_device_a" in why
     assert "no node carries" in nodes_that_fit(p.spec, 1, [])[1]
+
+
+def test_one_drain_timeout_drives_grace_and_worker():
+    s, pod = render(pool(drainTimeoutSeconds=120))
+    cfg = WorkerConfig.from_json(next(e["value"] for e in pod["spec"]["containers"][0]["env"] if e["name"] == ENV_VAR))
+    assert cfg.drain_timeout_seconds == 120
+    assert pod["spec"]["terminationGracePeriodSeconds"] == 150  # timeout + the contract's margin
+    assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+
+
+def test_identity_covers_what_the_worker_sees_and_nothing_else():
+    auto = {"enabled": True, "minReplicas": 2, "maxReplicas": 8}
+    base = builders.template_hash(render(pool(replicas=2, autoscaling=auto))[1])
+    # Not replicas, autoscaling bounds or the drain timeout.
+    assert builders.template_hash(render(pool(replicas=5, autoscaling=auto))[1]) == base
+    assert builders.template_hash(render(pool(replicas=2, autoscaling={**auto, "maxReplicas": 9}))[1]) == base
+    assert builders.template_hash(render(pool(replicas=2, autoscaling=auto, drainTimeoutSeconds=30))[1]) == base
+    # But the image, the network and the podTemplate.
+    assert builders.template_hash(render(pool(replicas=2, autoscaling=auto, image="img:2"))[1]) != base
+    net = {"ipvlan": {"master": "bond1", "ipam": {"type": "whereabouts", "range": "192.168.9.0/24"}}}
+    assert builders.template_hash(render(pool(replicas=2, autoscaling=auto, network=net))[1]) != base
+    pt = {"metadata": {"labels": {"team": "rl"}}}
+    assert builders.template_hash(render(pool(replicas=2, autoscaling=auto, podTemplate=pt))[1]) != base
+
+
+def test_fixed_pool_keeps_its_recorded_basis_when_scaled():
+    p2 = pool(replicas=2)
+    s2 = sizing.compute(p2.spec)
+    recorded = sizing.recorded_basis(pool(replicas=4).spec, {"segment": s2.status()})
+    assert recorded == 2
+    s4 = sizing.compute(pool(replicas=4).spec, basis=recorded)
+    assert s4.per_worker_bytes == s2.per_worker_bytes and s4.total_bytes == 2 * s2.total_bytes
+    s1 = sizing.compute(pool(replicas=1).spec, basis=recorded)
+    assert [p.reason for p in s1.problems] == ["SegmentTooSmall"]
+    # New sizing inputs re-base.
+    other = pool(replicas=4, sizing={"samplesPerRollout": 32, "outputBytesPerSample": "269M"})
+    assert sizing.recorded_basis(other.spec, {"segment": s2.status()}) is None
