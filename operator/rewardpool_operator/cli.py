@@ -23,7 +23,9 @@ def _load_pools(path: str) -> list[dict]:
 def cmd_operator(args) -> int:
     import kopf
 
-    from . import handlers  # noqa: F401  (registers the handlers)
+    from . import handlers  # registers the handlers
+
+    handlers.NAMESPACES[:] = args.namespace or []
 
     if args.metrics_port:
         from prometheus_client import start_http_server

@@ -13,6 +13,8 @@ from .spec import GROUP, PLURAL, POOL_LABEL, VERSION
 
 log = logging.getLogger("rewardpool.operator")
 _state: dict[str, Controller] = {}
+# Set by `rewardpool operator --namespace ...`: serve exactly those namespaces.
+NAMESPACES: list[str] = []
 
 
 @kopf.on.startup()
@@ -24,6 +26,11 @@ async def startup(settings: kopf.OperatorSettings, **_):
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 30
     settings.networking.request_timeout = 60
+    if NAMESPACES:
+        # A namespace-scoped install (chart rbac.scope=namespace) may not list namespaces cluster-wide; without
+        # this kopf retries that list for about a minute, logging Forbidden, before it serves any pool.
+        # The cost: a CRD installed after startup (e.g. Multus's) is watched only after a restart.
+        settings.scanning.disabled = True
     _state["controller"] = Controller(await Kube.connect())
     log.info("rewardpool operator started")
 

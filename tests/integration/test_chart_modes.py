@@ -317,7 +317,9 @@ CLUSTER_MODE = [
 
 
 def where(spaces, w, release_ns):
-    return {"release": release_ns, None: None, "*": "*", "kube-system": "kube-system"}.get(w) or spaces[w]
+    if w is None or w in ("*", "kube-system"):
+        return w
+    return release_ns if w == "release" else spaces[w]
 
 
 def check_all(cluster, sa, spaces, table, release_ns):
@@ -376,3 +378,27 @@ def test_the_installed_rules_are_the_rendered_rules(chart, spaces, namespaced_in
         role = json.loads(kubectl(chart, "get", "role", f"rpns-{NAME}", "-n", spaces[w], "-o", "json").stdout)
         assert grants(role["rules"]) == NAMESPACED
     assert kubectl(chart, "get", "role", f"rpns-{NAME}", "-n", spaces["other"], check=False).returncode != 0
+
+
+def test_operator_works_with_only_the_namespaced_grants(chart, api, spaces, namespaced_install, tmp_path):
+    """The real operator process, holding a token of the namespace-scoped ServiceAccount, runs a pool in a
+    watched namespace to Ready (pods, service, attachment, events, status: every grant it needs is there)
+    and leaves a pool in an unwatched namespace alone, with no Forbidden error on the way."""
+    from rewardpool_devcluster.stack import OperatorProcess, service_account_kubeconfig
+    from tests.integration.test_operator import Pools, pool_manifest
+
+    kc = service_account_kubeconfig(chart, release="rpns", namespace="rpns-system")
+    log = tmp_path / "operator-namespaced.log"
+    op = OperatorProcess(kc, log, namespaces=[spaces["a"], spaces["b"]]).start()
+    try:
+        outside, watched = Pools(api, spaces["other"]), Pools(api, spaces["b"])
+        outside.create(pool_manifest("ignored", replicas=1))
+        watched.create(pool_manifest("served", replicas=2))
+        watched.wait_ready("served", 2, timeout=30)  # kopf once spent ~55 s retrying a namespace list first
+        assert any(r == "WorkerCreated" for _, r, _ in watched.events("served"))
+        assert op.metric("rewardpool_operator_reconciles_total") >= 1
+        assert "status" not in outside.get("ignored") and outside.pods("ignored") == []
+    finally:
+        op.stop()
+    text = log.read_text(errors="replace")
+    assert "Forbidden" not in text and " 403" not in text, text[-3000:]
