@@ -380,7 +380,21 @@ def test_the_installed_rules_are_the_rendered_rules(chart, spaces, namespaced_in
     assert kubectl(chart, "get", "role", f"rpns-{NAME}", "-n", spaces["other"], check=False).returncode != 0
 
 
-def test_operator_works_with_only_the_namespaced_grants(chart, api, spaces, namespaced_install, tmp_path):
+@pytest.fixture()
+def no_clusterwide_operator(request):
+    """The session's cluster-wide operator, when an earlier test started it, would serve these namespaces
+    too: stop it for this test and start it again afterwards."""
+    defs = request.session._fixturemanager.getfixturedefs("operator", request.node) or []
+    running = [d.cached_result[0] for d in defs if d.cached_result is not None and d.cached_result[0] is not None]
+    for op in running:
+        op.stop()
+    yield
+    for op in running:
+        op.start()
+
+
+def test_operator_works_with_only_the_namespaced_grants(chart, api, spaces, namespaced_install, tmp_path,
+                                                        no_clusterwide_operator):
     """The real operator process, holding a token of the namespace-scoped ServiceAccount, runs a pool in a
     watched namespace to Ready (pods, service, attachment, events, status: every grant it needs is there)
     and leaves a pool in an unwatched namespace alone, with no Forbidden error on the way."""
