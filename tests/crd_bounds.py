@@ -80,6 +80,7 @@ class Bound:
     path: tuple
     keyword: str
     detail: str = ""  # the required property, or the CEL rule's text
+    value: object = None  # the bound itself: a number (with "exclusive "), length, pattern, enum, CEL message
 
     @property
     def id(self) -> str:
@@ -94,13 +95,24 @@ def bounds(schema: dict | None = None) -> list[Bound]:
     out = []
     for path, node in walk(schema):
         for kw in node:
-            if kw in ("minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems", "pattern", "enum"):
-                out.append(Bound(path, kw))
+            if kw in ("minimum", "maximum"):
+                excl = node.get("exclusiveMinimum" if kw == "minimum" else "exclusiveMaximum")
+                out.append(Bound(path, kw, value=f"exclusive {node[kw]}" if excl else node[kw]))
+            elif kw in ("minLength", "maxLength", "minItems", "maxItems", "pattern"):
+                out.append(Bound(path, kw, value=node[kw]))
+            elif kw == "enum":
+                out.append(Bound(path, kw, value=list(node[kw])))
             elif kw == "required":
-                out += [Bound(path, kw, r) for r in node[kw]]
+                out += [Bound(path, kw, r, True) for r in node[kw]]
             elif kw == CEL:
-                out += [Bound(path, kw, v["rule"]) for v in node[kw]]
+                out += [Bound(path, kw, v["rule"], v.get("message", "")) for v in node[kw]]
     return out
+
+
+def snapshot(schema: dict | None = None) -> dict[str, object]:
+    """Every bound's id and value: what tests/crd_bounds_expected.py holds, reviewed by hand."""
+    return {b.id if b.keyword != CEL else f"{dotted(b.path) or '<root>'}:cel[{b.detail}]": b.value
+            for b in bounds(schema)}
 
 
 def unknown_keywords(schema: dict | None = None) -> list[str]:

@@ -15,6 +15,19 @@ def test_every_bound_in_the_crd_has_an_accepted_and_a_rejected_case():
     assert not problems, "bounds without generated admission cases:\n" + "\n".join(problems)
 
 
+def test_the_bounds_are_the_reviewed_ones():
+    """Generated cases follow the schema, so they cannot tell a loosened bound from an intended one: this
+    table can. A changed, new or removed bound must be changed in tests/crd_bounds_expected.py too."""
+    from tests.crd_bounds_expected import EXPECTED_BOUNDS
+
+    got = cb.snapshot()
+    changed = [f"{k}: reviewed {EXPECTED_BOUNDS[k]!r}, CRD now {got[k]!r}" for k in got
+               if k in EXPECTED_BOUNDS and got[k] != EXPECTED_BOUNDS[k]]
+    added = [f"{k}: {got[k]!r} (new: add it to EXPECTED_BOUNDS)" for k in got if k not in EXPECTED_BOUNDS]
+    removed = [f"{k} (gone from the CRD: remove it from EXPECTED_BOUNDS)" for k in EXPECTED_BOUNDS if k not in got]
+    assert not (changed or added or removed), "\n".join(changed + added + removed)
+
+
 def test_the_bounds_the_issue_named_are_among_them():
     ids = {b.id for b in cb.bounds()}
     for want in ["spec.scorer.batchSize:maximum", "spec.autoscaling.maxReplicas:maximum", "spec.replicas:maximum",
