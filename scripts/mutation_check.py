@@ -130,7 +130,8 @@ MUTANTS = [
     Mutant("removal-order-oldest-first", "operator/rewardpool_operator/reconcile.py",
            'key=lambda p: p["metadata"].get("creationTimestamp", ""), reverse=True)',
            'key=lambda p: p["metadata"].get("creationTimestamp", ""), reverse=False)',
-           ROLLOUT_TESTS, "integration", "scale-in removes the oldest (warm) workers instead of the newest"),
+           ("tests/unit/test_removal_order.py",), "unit",
+           "scale-in removes the oldest (warm) workers instead of the newest"),
 ]
 
 
