@@ -235,10 +235,7 @@ def ensure(obj: dict, schema: dict, path: tuple):
 
 def set_at(obj: dict, schema: dict, path: tuple, value) -> dict:
     parent, key, _ = ensure(obj, schema, path)
-    if isinstance(parent, list):
-        parent[key] = value
-    else:
-        parent[key] = value
+    parent[key] = value  # a list's item 0 or a mapping's key
     return obj
 
 
