@@ -440,6 +440,62 @@ CEL_CASES = {
          ["spec.autoscaling", "minReplicas must not exceed autoscaling.maxReplicas"]),
         (True, "min-equals-max", _spec(autoscaling={"minReplicas": 4, "maxReplicas": 4}), []),
     ],
+    "!has(self.name) || self.name != 'pickscore' || (has(self.modelPath) && self.modelPath != '')": [
+        (False, "pickscore-no-model", _spec(scorer={"name": "pickscore"}), ["spec.scorer.modelPath", "needs scorer.modelPath"]),
+        (False, "pickscore-empty-model", _spec(scorer={"name": "pickscore", "modelPath": ""}),
+         ["spec.scorer.modelPath", "needs scorer.modelPath"]),
+        (True, "pickscore-with-model", _spec(scorer={"name": "pickscore", "modelPath": "/m"}), []),
+        (True, "other-no-model", _spec(scorer={"name": "mean-intensity"}), []),
+    ],
+    "!has(self.range) || isCIDR(self.range)": [
+        (False, "range-no-prefix", _spec(network={"ipvlan": {"master": "bond0", "ipam": {"range": "10.1.0.0"}}}),
+         ["spec.network.ipvlan.ipam.range", "must be a CIDR"]),
+        (True, "range-cidr", _spec(network={"ipvlan": {"master": "bond0", "ipam": {"range": "10.1.0.0/24"}}}), []),
+    ],
+    "!has(self.subnet) || isCIDR(self.subnet)": [
+        (False, "subnet-bad-prefix", _spec(network={"ipvlan": {"master": "bond0", "ipam": {"subnet": "10.1.0.0/40"}}}),
+         ["spec.network.ipvlan.ipam.subnet", "must be a CIDR"]),
+        (True, "subnet-cidr", _spec(network={"ipvlan": {"master": "bond0", "ipam": {"subnet": "fd00::/64"}}}), []),
+    ],
+    "self.all(k, !k.startsWith('rewardpool.io/') && k != 'app.kubernetes.io/component')": [
+        (False, "pool-label", _spec(podTemplate={"metadata": {"labels": {"rewardpool.io/pool": "x"}}}),
+         ["spec.podTemplate.metadata.labels", "cannot set rewardpool.io/*"]),
+        (False, "component-label", _spec(podTemplate={"metadata": {"labels": {"app.kubernetes.io/component": "x"}}}),
+         ["spec.podTemplate.metadata.labels", "cannot set rewardpool.io/*"]),
+        (True, "own-label", _spec(podTemplate={"metadata": {"labels": {"team": "rl"}}}), []),
+    ],
+    "self.all(k, !k.startsWith('rewardpool.io/'))": [
+        (False, "drain-annotation", _spec(podTemplate={"metadata": {"annotations": {"rewardpool.io/x": "y"}}}),
+         ["spec.podTemplate.metadata.annotations", "cannot set rewardpool.io/*"]),
+        (True, "own-annotation", _spec(podTemplate={"metadata": {"annotations": {"team": "rl"}}}), []),
+    ],
+    "!has(self.hostNetwork) || self.hostNetwork != true": [
+        (False, "host-network", _spec(podTemplate={"spec": {"hostNetwork": True}}), ["hostNetwork is not allowed"]),
+        (True, "no-host-network", _spec(podTemplate={"spec": {"hostNetwork": False}}), []),
+    ],
+    "!has(self.hostPID) || self.hostPID != true": [
+        (False, "host-pid", _spec(podTemplate={"spec": {"hostPID": True}}), ["hostPID is not allowed"]),
+        (True, "no-host-pid", _spec(podTemplate={"spec": {"hostPID": False}}), []),
+    ],
+    "!has(self.hostIPC) || self.hostIPC != true": [
+        (False, "host-ipc", _spec(podTemplate={"spec": {"hostIPC": True}}), ["hostIPC is not allowed"]),
+        (True, "no-host-ipc", _spec(podTemplate={"spec": {"hostIPC": False}}), []),
+    ],
+    "!has(self.nodeName)": [
+        (False, "node-name", _spec(podTemplate={"spec": {"nodeName": "n"}}), ["nodeName is not allowed"]),
+        (True, "no-node-name", _spec(podTemplate={"spec": {"priorityClassName": "high"}}), []),
+    ],
+    "!has(self.serviceAccountName) && !has(self.serviceAccount)": [
+        (False, "service-account-name", _spec(podTemplate={"spec": {"serviceAccountName": "a"}}),
+         ["serviceAccountName is not allowed"]),
+        (False, "service-account", _spec(podTemplate={"spec": {"serviceAccount": "a"}}), ["serviceAccountName is not allowed"]),
+        (True, "no-service-account", _spec(podTemplate={"spec": {}}), []),
+    ],
+    "!has(self.automountServiceAccountToken) || self.automountServiceAccountToken != true": [
+        (False, "automount", _spec(podTemplate={"spec": {"automountServiceAccountToken": True}}),
+         ["automountServiceAccountToken is not allowed"]),
+        (True, "no-automount", _spec(podTemplate={"spec": {"automountServiceAccountToken": False}}), []),
+    ],
 }
 
 

@@ -5,63 +5,180 @@ this table says what the schema should say. Regenerate the literal with
 `python -c "from tests import crd_bounds as cb; import pprint; pprint.pprint(cb.snapshot(), width=110, sort_dicts=False)"`
 and review the diff."""
 
-EXPECTED_BOUNDS = {
-    '<root>:required=spec': True,
-    'spec:required=image': True,
-    'spec:required=scorer': True,
-    'spec:required=store': True,
-    "spec:cel[self.store.protocol != 'rdma' || self.placement.rdmaResource.count > 0 || (has(self.store.devices) && size(self.store.devices) > 0)]": 'store.protocol rdma needs an RDMA device: set placement.rdmaResource.count >= 1 or list store.devices (use protocol tcp on nodes without RDMA)',
-    "spec:cel[!(type(self.store.segmentSize) == string && self.store.segmentSize == 'auto') || has(self.sizing)]": 'store.segmentSize auto is computed from spec.sizing: set spec.sizing (samplesPerRollout, outputBytesPerSample) or give an explicit size',
-    'spec:cel[!has(self.autoscaling) || !self.autoscaling.enabled || (self.replicas >= self.autoscaling.minReplicas && self.replicas <= self.autoscaling.maxReplicas)]': 'replicas must lie within [autoscaling.minReplicas, autoscaling.maxReplicas] while autoscaling is enabled',
-    'spec.replicas:minimum': 0,
-    'spec.replicas:maximum': 1000,
-    'spec.image:minLength': 1,
-    'spec.scorer:cel[has(self.name) != has(self.class)]': 'set exactly one of scorer.name (a built-in scorer) or scorer.class (package.module:Class)',
-    'spec.scorer.name:pattern': '^[a-z][a-z0-9-]*$',
-    'spec.scorer.class:pattern': '^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$',
-    'spec.scorer.numFrames:minimum': 1,
-    'spec.scorer.batchSize:minimum': 1,
-    'spec.scorer.batchSize:maximum': 4096,
-    'spec.scorer.modelMemory:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
-    'spec.store:required=master': True,
-    'spec.store.master:pattern': '^[A-Za-z0-9._-]+:[0-9]{1,5}$',
-    'spec.store.metricsAddress:pattern': '^[A-Za-z0-9._-]+:[0-9]{1,5}$',
-    'spec.store.metadataServer:minLength': 1,
-    'spec.store.protocol:enum': ['rdma', 'tcp'],
-    'spec.store.devices:maxItems': 64,
-    'spec.store.devices[0]:pattern': '^[A-Za-z0-9_.:-]+$',
-    'spec.store.segmentSize:pattern': '^(auto|[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?)$',
-    'spec.store.localBufferSize:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
-    'spec.store.maxRegistrationSize:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
-    'spec.sizing:required=samplesPerRollout': True,
-    'spec.sizing:required=outputBytesPerSample': True,
-    'spec.sizing.samplesPerRollout:minimum': 1,
-    'spec.sizing.outputBytesPerSample:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
-    'spec.sizing.latentBytesPerSample:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
-    'spec.sizing.latentRollouts:minimum': 0,
-    'spec.sizing.latentRollouts:maximum': 16,
-    'spec.sizing.highWatermark:minimum': 'exclusive 0',
-    'spec.sizing.highWatermark:maximum': 1,
-    'spec.placement.rdmaResource.name:pattern': '^([a-z0-9.-]+/)?[A-Za-z0-9_.-]+$',
-    'spec.placement.rdmaResource.count:minimum': 0,
-    'spec.network:cel[!(has(self.ipvlan) && has(self.attachment))]': 'set at most one of network.ipvlan (operator-managed attachment) or network.attachment (existing NetworkAttachmentDefinition)',
-    'spec.network.ipvlan:required=master': True,
-    'spec.network.ipvlan:required=ipam': True,
-    'spec.network.ipvlan.master:minLength': 1,
-    'spec.network.ipvlan.master:maxLength': 15,
-    'spec.network.ipvlan.master:pattern': '^[A-Za-z0-9_.-]+$',
-    'spec.network.ipvlan.mode:enum': ['l2', 'l3', 'l3s'],
-    'spec.network.ipvlan.mtu:minimum': 576,
-    'spec.network.ipvlan.mtu:maximum': 9216,
-    'spec.network.attachment:pattern': '^([a-z0-9-]+/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?$',
-    'spec.autoscaling:cel[self.minReplicas <= self.maxReplicas]': 'autoscaling.minReplicas must not exceed autoscaling.maxReplicas',
-    'spec.autoscaling.minReplicas:minimum': 0,
-    'spec.autoscaling.maxReplicas:minimum': 1,
-    'spec.autoscaling.maxReplicas:maximum': 1000,
-    'spec.autoscaling.targetQueueDepth:minimum': 1,
-    'spec.autoscaling.scaleDownDelaySeconds:minimum': 0,
-    'spec.drainTimeoutSeconds:minimum': 0,
-    'status.conditions[0]:required=type': True,
-    'status.conditions[0]:required=status': True,
-    'status.conditions[0].status:enum': ['True', 'False', 'Unknown'],
-}
+EXPECTED_BOUNDS = {'<root>:required=spec': True,
+ 'spec:required=image': True,
+ 'spec:required=scorer': True,
+ 'spec:required=store': True,
+ "spec:cel[self.store.protocol != 'rdma' || self.placement.rdmaResource.count > 0 || (has(self.store.devices) && size(self.store.devices) > 0)]": 'store.protocol '
+                                                                                                                                                  'rdma '
+                                                                                                                                                  'needs '
+                                                                                                                                                  'an '
+                                                                                                                                                  'RDMA '
+                                                                                                                                                  'device: '
+                                                                                                                                                  'set '
+                                                                                                                                                  'placement.rdmaResource.count '
+                                                                                                                                                  '>= '
+                                                                                                                                                  '1 '
+                                                                                                                                                  'or '
+                                                                                                                                                  'list '
+                                                                                                                                                  'store.devices '
+                                                                                                                                                  '(use '
+                                                                                                                                                  'protocol '
+                                                                                                                                                  'tcp '
+                                                                                                                                                  'on '
+                                                                                                                                                  'nodes '
+                                                                                                                                                  'without '
+                                                                                                                                                  'RDMA)',
+ "spec:cel[!(type(self.store.segmentSize) == string && self.store.segmentSize == 'auto') || has(self.sizing)]": 'store.segmentSize '
+                                                                                                                'auto '
+                                                                                                                'is '
+                                                                                                                'computed '
+                                                                                                                'from '
+                                                                                                                'spec.sizing: '
+                                                                                                                'set '
+                                                                                                                'spec.sizing '
+                                                                                                                '(samplesPerRollout, '
+                                                                                                                'outputBytesPerSample) '
+                                                                                                                'or '
+                                                                                                                'give '
+                                                                                                                'an '
+                                                                                                                'explicit '
+                                                                                                                'size',
+ 'spec:cel[!has(self.autoscaling) || !self.autoscaling.enabled || (self.replicas >= self.autoscaling.minReplicas && self.replicas <= self.autoscaling.maxReplicas)]': 'replicas '
+                                                                                                                                                                      'must '
+                                                                                                                                                                      'lie '
+                                                                                                                                                                      'within '
+                                                                                                                                                                      '[autoscaling.minReplicas, '
+                                                                                                                                                                      'autoscaling.maxReplicas] '
+                                                                                                                                                                      'while '
+                                                                                                                                                                      'autoscaling '
+                                                                                                                                                                      'is '
+                                                                                                                                                                      'enabled',
+ 'spec.replicas:minimum': 0,
+ 'spec.replicas:maximum': 1000,
+ 'spec.image:minLength': 1,
+ 'spec.scorer:cel[has(self.name) != has(self.class)]': 'set exactly one of scorer.name (a built-in scorer) '
+                                                       'or scorer.class (package.module:Class)',
+ "spec.scorer:cel[!has(self.name) || self.name != 'pickscore' || (has(self.modelPath) && self.modelPath != '')]": 'scorer.name '
+                                                                                                                  'pickscore '
+                                                                                                                  'needs '
+                                                                                                                  'scorer.modelPath: '
+                                                                                                                  'the '
+                                                                                                                  'directory '
+                                                                                                                  'of '
+                                                                                                                  'the '
+                                                                                                                  'CLIP '
+                                                                                                                  'model '
+                                                                                                                  'inside '
+                                                                                                                  'the '
+                                                                                                                  'worker '
+                                                                                                                  'pod '
+                                                                                                                  '(mount '
+                                                                                                                  'it '
+                                                                                                                  'through '
+                                                                                                                  'podTemplate '
+                                                                                                                  'volumes)',
+ 'spec.scorer.name:pattern': '^[a-z][a-z0-9-]*$',
+ 'spec.scorer.class:pattern': '^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$',
+ 'spec.scorer.numFrames:minimum': 1,
+ 'spec.scorer.batchSize:minimum': 1,
+ 'spec.scorer.batchSize:maximum': 4096,
+ 'spec.scorer.modelMemory:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
+ 'spec.store:required=master': True,
+ 'spec.store.master:pattern': '^[A-Za-z0-9._-]+:[0-9]{1,5}$',
+ 'spec.store.metricsAddress:pattern': '^[A-Za-z0-9._-]+:[0-9]{1,5}$',
+ 'spec.store.metadataServer:minLength': 1,
+ 'spec.store.protocol:enum': ['rdma', 'tcp'],
+ 'spec.store.devices:maxItems': 64,
+ 'spec.store.devices[0]:pattern': '^[A-Za-z0-9_.:-]+$',
+ 'spec.store.segmentSize:pattern': '^(auto|[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?)$',
+ 'spec.store.localBufferSize:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
+ 'spec.store.maxRegistrationSize:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
+ 'spec.sizing:required=samplesPerRollout': True,
+ 'spec.sizing:required=outputBytesPerSample': True,
+ 'spec.sizing.samplesPerRollout:minimum': 1,
+ 'spec.sizing.outputBytesPerSample:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
+ 'spec.sizing.latentBytesPerSample:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
+ 'spec.sizing.latentRollouts:minimum': 0,
+ 'spec.sizing.latentRollouts:maximum': 16,
+ 'spec.sizing.highWatermark:minimum': 'exclusive 0',
+ 'spec.sizing.highWatermark:maximum': 1,
+ 'spec.placement.rdmaResource.name:pattern': '^([a-z0-9.-]+/)?[A-Za-z0-9_.-]+$',
+ 'spec.placement.rdmaResource.count:minimum': 0,
+ 'spec.network:cel[!(has(self.ipvlan) && has(self.attachment))]': 'set at most one of network.ipvlan '
+                                                                  '(operator-managed attachment) or '
+                                                                  'network.attachment (existing '
+                                                                  'NetworkAttachmentDefinition)',
+ 'spec.network.ipvlan:required=master': True,
+ 'spec.network.ipvlan:required=ipam': True,
+ 'spec.network.ipvlan.master:minLength': 1,
+ 'spec.network.ipvlan.master:maxLength': 15,
+ 'spec.network.ipvlan.master:pattern': '^[A-Za-z0-9_.-]+$',
+ 'spec.network.ipvlan.mode:enum': ['l2', 'l3', 'l3s'],
+ 'spec.network.ipvlan.mtu:minimum': 576,
+ 'spec.network.ipvlan.mtu:maximum': 9216,
+ 'spec.network.ipvlan.ipam:cel[!has(self.range) || isCIDR(self.range)]': 'ipam.range must be a CIDR such as '
+                                                                         '192.168.10.0/24',
+ 'spec.network.ipvlan.ipam:cel[!has(self.subnet) || isCIDR(self.subnet)]': 'ipam.subnet must be a CIDR such '
+                                                                           'as 192.168.10.0/24',
+ 'spec.network.attachment:pattern': '^([a-z0-9-]+/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?$',
+ 'spec.autoscaling:cel[self.minReplicas <= self.maxReplicas]': 'autoscaling.minReplicas must not exceed '
+                                                               'autoscaling.maxReplicas',
+ 'spec.autoscaling.minReplicas:minimum': 0,
+ 'spec.autoscaling.maxReplicas:minimum': 1,
+ 'spec.autoscaling.maxReplicas:maximum': 1000,
+ 'spec.autoscaling.targetQueueDepth:minimum': 1,
+ 'spec.autoscaling.scaleDownDelaySeconds:minimum': 0,
+ 'spec.drainTimeoutSeconds:minimum': 0,
+ "spec.podTemplate.metadata.labels:cel[self.all(k, !k.startsWith('rewardpool.io/') && k != 'app.kubernetes.io/component')]": 'podTemplate '
+                                                                                                                             'labels '
+                                                                                                                             'cannot '
+                                                                                                                             'set '
+                                                                                                                             'rewardpool.io/* '
+                                                                                                                             'or '
+                                                                                                                             'app.kubernetes.io/component: '
+                                                                                                                             'the '
+                                                                                                                             'operator '
+                                                                                                                             'selects '
+                                                                                                                             'and '
+                                                                                                                             'tells '
+                                                                                                                             'its '
+                                                                                                                             'pods '
+                                                                                                                             'apart '
+                                                                                                                             'by '
+                                                                                                                             'them',
+ "spec.podTemplate.metadata.annotations:cel[self.all(k, !k.startsWith('rewardpool.io/'))]": 'podTemplate '
+                                                                                            'annotations '
+                                                                                            'cannot set '
+                                                                                            'rewardpool.io/*: '
+                                                                                            "the operator's "
+                                                                                            'drain requests '
+                                                                                            'live there',
+ 'spec.podTemplate.spec:cel[!has(self.hostNetwork) || self.hostNetwork != true]': 'podTemplate.spec.hostNetwork '
+                                                                                  'is not allowed: workers '
+                                                                                  'use the pod network and '
+                                                                                  'the RoCE attachment',
+ 'spec.podTemplate.spec:cel[!has(self.hostPID) || self.hostPID != true]': 'podTemplate.spec.hostPID is not '
+                                                                          'allowed',
+ 'spec.podTemplate.spec:cel[!has(self.hostIPC) || self.hostIPC != true]': 'podTemplate.spec.hostIPC is not '
+                                                                          'allowed',
+ 'spec.podTemplate.spec:cel[!has(self.nodeName)]': 'podTemplate.spec.nodeName is not allowed: placement goes '
+                                                   'through the scheduler (placement.rdmaNodeSelector, '
+                                                   'tolerations)',
+ 'spec.podTemplate.spec:cel[!has(self.serviceAccountName) && !has(self.serviceAccount)]': 'podTemplate.spec.serviceAccountName '
+                                                                                          'is not allowed: '
+                                                                                          'workers run with '
+                                                                                          'no Kubernetes '
+                                                                                          'identity',
+ 'spec.podTemplate.spec:cel[!has(self.automountServiceAccountToken) || self.automountServiceAccountToken != true]': 'podTemplate.spec.automountServiceAccountToken '
+                                                                                                                    'is '
+                                                                                                                    'not '
+                                                                                                                    'allowed: '
+                                                                                                                    'workers '
+                                                                                                                    'get '
+                                                                                                                    'no '
+                                                                                                                    'API '
+                                                                                                                    'token',
+ 'status.conditions[0]:required=type': True,
+ 'status.conditions[0]:required=status': True,
+ 'status.conditions[0].status:enum': ['True', 'False', 'Unknown']}
