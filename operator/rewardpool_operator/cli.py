@@ -146,11 +146,18 @@ def main(argv: list[str] | None = None) -> int:
     opb.add_argument("--nodes", type=int, default=4)
     opb.add_argument("--steady", type=int, default=60, help="seconds of the steady-state write count")
     opb.add_argument("--timeout", type=int, default=900)
+    opb.add_argument("--baseline", choices=["none", "replicaset"], default="none",
+                     help="first the same pods through ReplicaSets on the same control plane, and the ratio")
+    opb.add_argument("--out", default="", help="also write the JSON here")
     opb.set_defaults(func=_bench_operator)
 
-    asb = bsub.add_parser("autoscale", help="LTX-2.3 rollouts, time-compressed: one fixed worker vs autoscaled")
-    asb.add_argument("--rollouts", type=int, default=3)
-    asb.add_argument("--max-workers", type=int, default=4)
+    asb = bsub.add_parser("autoscale", help="LTX-2.3 rollouts, time-compressed: fixed pools vs the autoscaler")
+    asb.add_argument("--rollouts", type=int, default=5)
+    asb.add_argument("--max-workers", type=int, default=6)
+    asb.add_argument("--compress", type=float, default=10.0, help="how much faster than real time")
+    asb.add_argument("--gap", type=float, default=3.0, help="seconds between rollouts (compressed)")
+    asb.add_argument("--configs", default="fixed-1,fixed-n,autoscaled,autoscaled-hint")
+    asb.add_argument("--out", default="", help="also write the JSON here")
     asb.add_argument("--segment-fraction", type=float, default=1.0,
                      help="the engine's segment relative to the sizing rule (below 1: undersized, evictions)")
     asb.set_defaults(func=_bench_autoscale)

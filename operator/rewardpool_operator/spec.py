@@ -83,12 +83,19 @@ class Ray(_M):
     namespace: str = "rewardpool"
 
 
+class ScaleUp(_M):
+    percent: int = Field(default=100, ge=0)
+    pods: int = Field(default=4, ge=0)
+    periodSeconds: int = Field(default=15, ge=1)
+
+
 class Autoscaling(_M):
     enabled: bool = False
     minReplicas: int = 1
     maxReplicas: int = 8
     targetQueueDepth: int = 4
-    scaleDownDelaySeconds: int = 300
+    scaleDownStabilizationSeconds: int = 300
+    scaleUp: ScaleUp = Field(default_factory=ScaleUp)
 
 
 class PodTemplate(_M):

@@ -31,7 +31,7 @@ def test_the_bounds_are_the_reviewed_ones():
 def test_the_bounds_the_issue_named_are_among_them():
     ids = {b.id for b in cb.bounds()}
     for want in ["spec.scorer.batchSize:maximum", "spec.autoscaling.maxReplicas:maximum", "spec.replicas:maximum",
-                 "spec.sizing.latentRollouts:maximum", "spec.autoscaling.scaleDownDelaySeconds:minimum",
+                 "spec.sizing.latentRollouts:maximum", "spec.autoscaling.scaleDownStabilizationSeconds:minimum",
                  "spec.drainTimeoutSeconds:minimum", "spec.store.devices:maxItems", "spec.network.ipvlan.master:maxLength"]:
         assert want in ids, want
     cases, _ = cb.all_cases()

@@ -35,6 +35,24 @@ def termination_grace_seconds(drain_timeout: int) -> int:
     return drain_timeout + DRAIN_GRACE_MARGIN_SECONDS
 
 
+# A client's demand hint: `{"outputs": N, "until": RFC 3339}` as an annotation on the RewardPool, written by
+# `rewardpool_worker.demand.expect` at a rollout's start and read by the operator's autoscaler, so the pool
+# grows before the queue builds, and can start from zero workers (no worker, no queue to read).
+EXPECTED_OUTPUTS_ANNOTATION = "rewardpool.io/expected-outputs"
+
+
+def parse_expected_outputs(value: str | None, now: float) -> int:
+    """Outputs still expected per the annotation; 0 when absent, malformed or expired."""
+    from datetime import datetime
+
+    try:
+        hint = json.loads(value or "")
+        until = datetime.fromisoformat(str(hint["until"]).replace("Z", "+00:00")).timestamp()
+        return max(int(hint["outputs"]), 0) if until > now else 0
+    except (ValueError, KeyError, TypeError):
+        return 0
+
+
 def control_secret_name(pool: str) -> str:
     return f"{pool}-control"
 
