@@ -128,6 +128,8 @@ def bench_operator(args) -> int:
                     time.sleep(1)
 
             op = OperatorProcess(service_account_kubeconfig(cluster), Path(tmp) / "operator.log").start()
+            time.sleep(2)
+            idle_mib = _rss_mib(op.proc.pid)
             core.create_namespace({"metadata": {"name": "bench"}})
 
             def pools_ready() -> list[str]:
@@ -147,7 +149,9 @@ def bench_operator(args) -> int:
                                                     * 60 / args.steady, 2)
             rp["steady_reconciles"] = int(op.metric("rewardpool_operator_reconciles_total") - r0)
             rp["operator_peak_rss_mib"] = round(op.peak_rss_bytes() / 2**20)
-            rp["operator_rss_mib_per_1000_workers"] = round(op.peak_rss_bytes() / 2**20 / (n * workers) * 1000, 1)
+            rp["operator_idle_rss_mib"] = idle_mib
+            rp["operator_rss_mib_per_1000_workers"] = round((op.peak_rss_bytes() / 2**20 - idle_mib) / (n * workers)
+                                                            * 1000, 1)
             out["rewardpool"] = rp
             out["etcd_rss_mib"] = _rss_mib(cluster.procs["etcd"].pid)
             out["kube_apiserver_rss_mib"] = _rss_mib(cluster.procs["kube-apiserver"].pid)
