@@ -49,7 +49,7 @@ def test_mixed_batch_keeps_order(store, producer):
 
 
 def test_pickscore_on_a_stored_video_equals_the_inline_path(store, producer, clip_dir):
-    scorer = build_scorer(ScorerConfig(name="pickscore", num_frames=4, model_path=str(clip_dir)))
+    scorer = build_scorer(ScorerConfig(name="pickscore", num_frames=4, model_path=str(clip_dir), device="cpu"))
     actor = StoredOutputRewardActor(scorer, RegisteredTensorReader(store))
     refs = [producer.put(f"ps-{i}", seed=30 + i, shape=(3, 16, 40, 40)) for i in range(3)]
     prompts = ["a cat", "a dog on a hill", "rain"]
@@ -59,17 +59,19 @@ def test_pickscore_on_a_stored_video_equals_the_inline_path(store, producer, cli
     assert stored == inline and len(set(stored)) == 3
 
     # The same number from the frames the inline rollout picks (0, 5, 10, 15), quantised after picking.
+    from PIL import Image
+
     video = inline_videos[0]
     idx = frame_indices(16, 4)
     assert idx == [0, 5, 10, 15]
-    imgs = [to_uint8(video[:, i]).permute(1, 2, 0).numpy() for i in idx]
+    imgs = [Image.fromarray(to_uint8(video[:, idx]).permute(1, 2, 3, 0)[f].numpy()) for f in range(4)]
     inp = scorer.processor(text=[prompts[0]], images=imgs, return_tensors="pt", padding=True)
-    with torch.no_grad():  # CLIP's own forward: logits_per_image = logit_scale x cos(image, text)
-        manual = float(scorer.model(**inp).logits_per_image.mean())
+    with torch.no_grad():  # CLIP's own forward: logits_per_image = logit_scale x cos(image, text), then / 26
+        manual = float(scorer.model(**inp).logits_per_image.mean()) / 26.0
     assert stored[0] == pytest.approx(manual, abs=1e-5)
 
     # Without its frame count the actor scores every frame: a different number.
-    all_frames = build_scorer(ScorerConfig(name="pickscore", model_path=str(clip_dir)))
+    all_frames = build_scorer(ScorerConfig(name="pickscore", model_path=str(clip_dir), device="cpu"))
     assert all_frames.score_batch(inline_videos[:1], prompts[:1])[0] != pytest.approx(stored[0], abs=1e-6)
 
 
