@@ -120,9 +120,9 @@ def local_node_strategy():
 
 def start_actor(cfg: WorkerConfig, pod_name: str, local_hostname: str):
     """Create this pod's named actor on this node; returns its handle once constructed."""
-    cls = ray.remote(RewardWorker)
+    cls = ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(RewardWorker)
     handle = cls.options(name=cfg.actor_name(pod_name), namespace=cfg.ray.namespace,
-                         max_concurrency=MAX_CONCURRENCY, concurrency_groups=CONCURRENCY_GROUPS, num_cpus=0,
+                         max_concurrency=MAX_CONCURRENCY, num_cpus=0,
                          num_gpus=cfg.scorer.gpus,
                          scheduling_strategy=local_node_strategy()).remote(cfg.to_json(), local_hostname)
     ray.get(handle.ready.remote())
