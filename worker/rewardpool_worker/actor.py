@@ -12,6 +12,7 @@ import logging
 import queue
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
@@ -52,7 +53,10 @@ class StoredOutputRewardActor:
         for r in readers or [None] * READ_SLOTS:
             self._slots.put(r)
         self._lock = threading.Lock()
-        self._model = threading.Lock()  # one batch at a time through the model, as on a GPU
+        # One thread runs the model, one batch at a time (as on a GPU). Also for memory: glibc gives each
+        # thread its own malloc arena and keeps what a thread freed there, so a scorer run from 20 call
+        # threads in turn would leave 20 batches' worth of working memory resident.
+        self._model = ThreadPoolExecutor(1, thread_name_prefix="rewardpool-model")
         self.in_flight = 0  # accepted, not finished (waiting, reading or scoring)
         self.holding = 0  # batches holding a read slot (read, or being read or scored): at most the slots
         self.peak_holding = 0
@@ -67,10 +71,18 @@ class StoredOutputRewardActor:
 
     def warm_up(self) -> float:
         t0 = time.perf_counter()
-        with self._model:
-            warm_up(self.scorer)
+        self._model.submit(warm_up, self.scorer).result()
         self.warmup_seconds = time.perf_counter() - t0
         return self.warmup_seconds
+
+    def _run_model(self, tensors: list, prompts: list[str]) -> tuple[list, float]:
+        """In the model thread: score, and time it (from the start of this batch's turn)."""
+        t0 = time.perf_counter()
+        self.model_since = time.monotonic()
+        try:
+            return list(self.scorer.score_batch(tensors, prompts)), time.perf_counter() - t0
+        finally:
+            self.model_since = None
 
     def _check(self, outputs: list, prompts: list[str]) -> int:
         if len(outputs) != len(prompts):
@@ -125,18 +137,13 @@ class StoredOutputRewardActor:
             tensors = [next(views) if isinstance(o, OutputRef) else o for o in outputs]
             del views
             t1 = time.perf_counter()
-            with self._model:
-                t2 = time.perf_counter()
-                self.model_since = time.monotonic()
-                try:
-                    scores = list(self.scorer.score_batch(tensors, prompts))
-                finally:
-                    self.model_since = None
+            job = self._model.submit(self._run_model, tensors, prompts)
             del tensors
+            scores, elapsed = job.result()
+            del job  # the finished job still references the views
         finally:
             if lease is not None:
                 lease.release()  # the views die here: the slot's buffer takes the next batch
-        elapsed = time.perf_counter() - t2
         if len(scores) != len(outputs):
             raise ValueError(f"scorer returned {len(scores)} scores for {len(outputs)} outputs")
         scores = [s if isinstance(s, dict) else float(s) for s in scores]

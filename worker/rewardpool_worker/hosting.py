@@ -93,9 +93,9 @@ class RewardWorker:
         return {**self.actor.stats(), "draining": self.draining, "store_ok": self._store_reachable()}
 
     @ray.method(concurrency_group=CONTROL)
-    def memory(self) -> dict:
+    def memory(self, reset_peak: bool = False) -> dict:
         """This process's resident memory now and at its peak (bytes), from /proc."""
-        return process_memory()
+        return process_memory(reset_peak)
 
 
 def process_memory(reset_peak: bool = False) -> dict:
