@@ -91,6 +91,12 @@ def _bench_read(args) -> int:
     return bench_read(args)
 
 
+def _bench_score(args) -> int:
+    from rewardpool_worker.bench_score import main as bench_score  # needs the worker extra
+
+    return bench_score(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="rewardpool", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -149,6 +155,12 @@ def main(argv: list[str] | None = None) -> int:
                       help="output sizes in bytes (default: an LTX-2.3 video and a MiniMax-H3 output)")
     read.add_argument("--repeats", type=int, default=3)
     read.set_defaults(func=_bench_read)
+
+    score = bsub.add_parser("score", help="PickScore frames/s and outputs/s of one worker, read and score apart")
+    from rewardpool_worker.bench_score import add_arguments  # argparse only: no torch at import
+
+    add_arguments(score)
+    score.set_defaults(func=_bench_score)
 
     args = ap.parse_args(argv)
     return args.func(args)
