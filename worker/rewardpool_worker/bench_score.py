@@ -46,8 +46,7 @@ def bench_model(model: str, model_dir: Path, store, args, refs, prompts) -> list
         for r in readers:
             r.warm()
         actor = StoredOutputRewardActor(scorer, readers, batch_size=args.batch_size)
-        warmup = actor.warm_up()
-        actor.score_batch(refs[:args.batch_size], prompts[:args.batch_size])  # first real batch, not timed
+        warmup = actor.warm_up()  # lazy initialisation paid here, as a worker pays it before Ready
         actor.stats()
         scores = []
         for i in range(0, len(refs), args.batch_size):
