@@ -57,7 +57,9 @@ def cmd_size(args) -> int:
         spec = Pool.from_object(_load_pools(args.file)[0]).spec
     else:
         spec = PoolSpec.model_validate({
-            "image": "-", "replicas": args.replicas, "scorer": {"name": args.scorer, "batchSize": args.batch_size},
+            "image": "-", "replicas": args.replicas, "scorer": {"name": args.scorer, "batchSize": args.batch_size,
+                                                           "gpus": args.gpus, "dtype": args.dtype,
+                                                           "framesPerForward": args.frames_per_forward},
             "store": {"master": "-:0", "segmentSize": args.segment_size, "protocol": args.protocol},
             "sizing": {"samplesPerRollout": args.samples_per_rollout, "outputBytesPerSample": args.output_bytes,
                        "latentBytesPerSample": args.latent_bytes, "latentRollouts": args.latent_rollouts,
@@ -125,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     sz.add_argument("--segment-size", default="auto")
     sz.add_argument("--batch-size", type=int, default=8)
     sz.add_argument("--scorer", default="pickscore")
+    sz.add_argument("--gpus", type=int, default=0, help="GPUs per worker (adds the GPU memory figure)")
+    sz.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
+    sz.add_argument("--frames-per-forward", type=int, default=32)
     sz.add_argument("--protocol", default="rdma", choices=["rdma", "tcp"])
     sz.set_defaults(func=cmd_size)
 
