@@ -33,8 +33,9 @@ RUN apt-get update && apt-get install -y --no-install-recommends libibverbs1 ibv
 RUN pip install ".[worker]" \
     && if [ "$MOONCAKE_WHEEL" != "mooncake-transfer-engine-non-cuda" ]; then \
          pip uninstall -y mooncake-transfer-engine-non-cuda && pip install "$MOONCAKE_WHEEL"; fi
-# Many threads (Ray calls, the store client, torch) each get a malloc arena that keeps what it freed; two
-# arenas keep the process's resident memory near what the pod's memory formula counts.
+# Many threads (Ray calls, the store client, torch) would each get a malloc arena that keeps what its thread
+# freed; capping the arenas keeps that retained memory out of the pod's budget (the scorer itself runs in
+# one thread for the same reason, see worker/rewardpool_worker/actor.py).
 ENV MALLOC_ARENA_MAX=2
 # Root inside the container is what IPC_LOCK applies to (pinning the segment); the pod drops every other
 # capability and is never privileged.
