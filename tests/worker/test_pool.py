@@ -353,3 +353,23 @@ class Entrypoint:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+
+def test_a_store_outage_makes_the_worker_unready_not_dead(ray_cluster, tmp_path):
+    own = Master(tmp_path)
+    actor = None
+    try:
+        actor = start_actor(worker_cfg(own, "outage", {"name": "mean-intensity"}), "outage-pod-0", "127.0.0.1")
+        assert ray.get(actor.ready.remote())["store"] is True
+        own.stop()
+        deadline = time.monotonic() + 90
+        while (ready := ray.get(actor.ready.remote(), timeout=30))["store"]:
+            assert time.monotonic() < deadline, ready
+            time.sleep(0.5)
+        assert ready["store_error"]
+        stats = ray.get(actor.stats.remote(), timeout=30)  # still answering: liveness holds
+        assert stats["store_ok"] is False and not stats["wedged"]
+    finally:
+        if actor is not None:
+            ray.kill(actor)
+        own.stop()

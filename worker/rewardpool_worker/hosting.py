@@ -5,6 +5,7 @@ buffers are registered, the model is loaded and one warm-up forward has run."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 import ray
@@ -50,17 +51,31 @@ class RewardWorker:
         self.actor.warm_up()
         log.info("model loaded in %.2fs, warm-up forward %.2fs", self.load_seconds, self.actor.warmup_seconds)
         self.draining = False
-        self._probed, self._store_ok, self._store_error = 0.0, True, None
+        self._store_ok, self._store_error, self._probed = False, "not probed yet", 0.0
+        self._probe()
+        # Probed from its own thread: a master that stops answering must make the worker unready, and must
+        # not stall the stats calls that liveness depends on (an unready worker is left alone, a dead one
+        # is restarted: a store outage is not a reason to restart every worker).
+        threading.Thread(target=self._probe_forever, daemon=True, name="store-probe").start()
+
+    def _probe(self) -> None:
+        try:
+            self.store.exists(STORE_PROBE_KEY)
+            self._store_ok, self._store_error = True, None
+        except StoreError as e:
+            self._store_ok, self._store_error = False, str(e)
+        self._probed = time.monotonic()
+
+    def _probe_forever(self) -> None:
+        while True:
+            time.sleep(STORE_PROBE_SECONDS)
+            self._probe()
 
     def _store_reachable(self) -> bool:
-        """A round trip to the master, at most every few seconds."""
-        if time.monotonic() - self._probed > STORE_PROBE_SECONDS:
-            try:
-                self.store.exists(STORE_PROBE_KEY)
-                self._store_ok, self._store_error = True, None
-            except StoreError as e:
-                self._store_ok, self._store_error = False, str(e)
-            self._probed = time.monotonic()
+        """The master answered the last probe, and that probe is recent (a hung probe counts as no answer)."""
+        if time.monotonic() - self._probed > 3 * STORE_PROBE_SECONDS:
+            self._store_error = f"the master has not answered a probe for {time.monotonic() - self._probed:.0f}s"
+            return False
         return self._store_ok
 
     @ray.method(concurrency_group=CONTROL)
