@@ -116,6 +116,7 @@ def test_a_batch_over_batch_size_is_refused_before_reading(store, producer):
     with pytest.raises(BatchTooLarge, match="larger than spec.sizing says"):
         actor.score_batch([huge], ["p"])
     assert reader.stats.reads == 0 and actor.refused == 2 and actor.in_flight == 0
+    assert actor.score_batch([], []) == [] and actor.scorer.seen == []  # an empty batch reaches no scorer
     assert actor.score_batch(refs[:2], ["p", "q"]) == [0.0, 0.0]
 
 

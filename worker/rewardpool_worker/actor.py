@@ -105,6 +105,8 @@ class StoredOutputRewardActor:
             with self._lock:
                 self.refused += 1
             raise
+        if not outputs:
+            return []
         with self._lock:
             self.in_flight += 1
             self.pending_bytes += nbytes

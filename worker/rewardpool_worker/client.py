@@ -108,6 +108,8 @@ class RewardPoolClient:
         """Score outputs: one batch per scorer.batchSize outputs, concurrently, results in order."""
         if len(outputs) != len(prompts):
             raise ValueError(f"{len(outputs)} outputs but {len(prompts)} prompts")
+        if not outputs:
+            return []
         n = self._batch_limit()
         if len(outputs) <= n:
             return self._score_batch(outputs, prompts)
