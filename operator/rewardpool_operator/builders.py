@@ -81,7 +81,8 @@ def headless_service(pool: Pool) -> dict:
 def scorer_config(component, shared) -> ScorerConfig:
     """One scorer as the worker builds it: a component's unset fields come from `spec.scorer`."""
     pick = lambda own, common: common if own is None else own  # noqa: E731
-    return ScorerConfig(name=component.name, cls=component.cls, weight=component.weight, args=dict(component.args),
+    return ScorerConfig(name=component.name, cls=component.cls, weight=getattr(component, "weight", 1.0),
+                        args=dict(component.args),
                         num_frames=pick(component.numFrames, shared.numFrames),
                         model_path=pick(component.modelPath, shared.modelPath),
                         frames_per_forward=pick(component.framesPerForward, shared.framesPerForward),

@@ -20,15 +20,24 @@ class _M(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
-class ScorerComponent(_M):
-    """One scorer of a weighted mixture (`spec.scorers`). Unset fields inherit from `spec.scorer`."""
+class _ScorerFields(_M):
+    """What names and loads one scorer: shared by `spec.scorer` and the entries of `spec.scorers`."""
     name: str | None = None
     cls: str | None = Field(default=None, alias="class")
-    weight: float = 1.0
     args: dict[str, Any] = Field(default_factory=dict)
     numFrames: int | None = Field(default=None, ge=1)
     modelPath: str | None = None
     modelMemory: Quantity | None = None
+
+    @property
+    def component(self) -> str:
+        """The key of this scorer's score in a mixture's result: the built-in name or the class name."""
+        return self.name or (self.cls or "").rpartition(":")[2]
+
+
+class ScorerComponent(_ScorerFields):
+    """One scorer of a weighted mixture (`spec.scorers`). Unset fields inherit from `spec.scorer`."""
+    weight: float = 1.0
     framesPerForward: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
@@ -37,22 +46,15 @@ class ScorerComponent(_M):
             raise ValueError("set exactly one of name (a built-in scorer) or class in each spec.scorers entry")
         return self
 
-    @property
-    def component(self) -> str:
-        return self.name or (self.cls or "").rpartition(":")[2]
 
-
-class Scorer(ScorerComponent):
-    """The single scorer (name or class set), or, with `spec.scorers`, what every component shares."""
+class Scorer(_ScorerFields):
+    """The single scorer (name or class set; PoolSpec checks which form), or, with `spec.scorers`, what every
+    component shares."""
     batchSize: int = Field(default=8, ge=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     gpus: int = Field(default=0, ge=0)
     dtype: Literal["float32", "float16", "bfloat16"] = "float32"
     framesPerForward: int = Field(default=32, ge=1)
-
-    @model_validator(mode="after")
-    def _one_of(self):  # checked by PoolSpec, which knows whether spec.scorers is set
-        return self
 
 
 class Store(_M):
@@ -142,7 +144,7 @@ class PoolSpec(_M):
         return self
 
     @property
-    def components(self) -> list[ScorerComponent]:
+    def components(self) -> list[ScorerComponent | Scorer]:
         """The scorers every output goes through: `scorers`, or `scorer` alone."""
         return list(self.scorers) if self.scorers else [self.scorer]
 

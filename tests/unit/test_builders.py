@@ -184,3 +184,25 @@ def test_placement_fit():
     fit, why = nodes_that_fit(p.spec, s.memory_bytes, [node("c", "1Ti", rdma=None)])
     assert fit == [] and "rdma/rdma_shared_device_a" in why
     assert "no node carries" in nodes_that_fit(p.spec, 1, [])[1]
+
+
+def test_the_typed_scorer_spec_mirrors_the_crd():
+    from pathlib import Path
+
+    import yaml
+
+    from rewardpool_operator.spec import Placement, Scorer, ScorerComponent
+
+    crd = yaml.safe_load((Path(__file__).resolve().parents[2] / "crds" / "rewardpool.io_rewardpools.yaml").read_text())
+    props = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+
+    def fields(model):
+        return {f.alias or name for name, f in model.model_fields.items()}
+
+    assert fields(Scorer) == set(props["scorer"]["properties"])
+    assert fields(ScorerComponent) == set(props["scorers"]["items"]["properties"])
+    assert fields(Placement) == set(props["placement"]["properties"])
+    for name, prop in {**props["scorer"]["properties"], **props["scorers"]["items"]["properties"]}.items():
+        assert prop.get("description"), f"scorer field {name} has no description for kubectl explain"
+    defaults = {k: v["default"] for k, v in props["scorer"]["properties"].items() if "default" in v}
+    assert defaults == {k: Scorer.model_fields[k].default for k in defaults}
