@@ -423,11 +423,32 @@ CEL_CASES = {
         (True, "at-max", _spec(replicas=4, autoscaling={"enabled": True, "minReplicas": 2, "maxReplicas": 4}), []),
         (True, "disabled-outside", _spec(replicas=9, autoscaling={"enabled": False, "minReplicas": 2, "maxReplicas": 4}), []),
     ],
-    "has(self.name) != has(self.class)": [
-        (False, "both", _spec(scorer={"name": "mean-intensity", "class": "pkg.mod:Cls"}), ["spec.scorer", "exactly one of scorer.name"]),
-        (False, "neither", _spec(scorer={"batchSize": 4}), ["spec.scorer", "exactly one of scorer.name"]),
+    "has(self.name) != has(self.class)": [  # a spec.scorers entry
+        (False, "entry-both", _spec(scorer={"batchSize": 4}, scorers=[{"name": "mean-intensity", "class": "p.m:C"}]),
+         ["spec.scorers[0]", "exactly one of name"]),
+        (False, "entry-neither", _spec(scorer={"batchSize": 4}, scorers=[{"weight": 1}]),
+         ["spec.scorers[0]", "exactly one of name"]),
+        (True, "entry-name", _spec(scorer={"batchSize": 4}, scorers=[{"name": "mean-intensity"}]), []),
+        (True, "entry-class", _spec(scorer={"batchSize": 4}, scorers=[{"class": "p.m:C"}]), []),
+    ],
+    "has(self.scorers) ? !has(self.scorer.name) && !has(self.scorer.class) : has(self.scorer.name) != has(self.scorer.class)": [
+        (False, "both", _spec(scorer={"name": "mean-intensity", "class": "pkg.mod:Cls"}), ["spec", "exactly one of scorer.name"]),
+        (False, "neither", _spec(scorer={"batchSize": 4}), ["spec", "exactly one of scorer.name"]),
+        (False, "named-with-scorers", _spec(scorer={"name": "mean-intensity"}, scorers=[{"name": "mean-intensity"}]),
+         ["spec", "neither"]),
         (True, "name-only", _spec(scorer={"name": "mean-intensity"}), []),
         (True, "class-only", _spec(scorer={"class": "pkg.mod:Cls"}), []),
+        (True, "scorers-only", _spec(scorer={"batchSize": 4}, scorers=[{"name": "mean-intensity"}]), []),
+    ],
+    "!has(self.dtype) || self.dtype == 'float32' || !has(self.device) || self.device != 'cpu'": [
+        (False, "half-on-cpu", _spec(scorer__device="cpu", scorer__dtype="float16"), ["spec.scorer.dtype", "are for GPUs"]),
+        (True, "float32-on-cpu", _spec(scorer__device="cpu", scorer__dtype="float32"), []),
+        (True, "half-on-auto", _spec(scorer__device="auto", scorer__dtype="bfloat16"), []),
+    ],
+    "!has(self.device) || self.device != 'cuda' || (has(self.gpus) && self.gpus > 0)": [
+        (False, "cuda-no-gpus", _spec(scorer__device="cuda"), ["spec.scorer.gpus", "needs scorer.gpus >= 1"]),
+        (False, "cuda-zero-gpus", _spec(scorer__device="cuda", scorer__gpus=0), ["spec.scorer.gpus", "needs scorer.gpus"]),
+        (True, "cuda-one-gpu", _spec(scorer__device="cuda", scorer__gpus=1), []),
     ],
     "!(has(self.ipvlan) && has(self.attachment))": [
         (False, "both", _spec(network={"ipvlan": {"master": "bond0", "ipam": {}}, "attachment": "roce"}),

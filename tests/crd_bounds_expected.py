@@ -7,8 +7,27 @@ and review the diff."""
 
 EXPECTED_BOUNDS = {'<root>:required=spec': True,
  'spec:required=image': True,
- 'spec:required=scorer': True,
  'spec:required=store': True,
+ 'spec:cel[has(self.scorers) ? !has(self.scorer.name) && !has(self.scorer.class) : has(self.scorer.name) != has(self.scorer.class)]': 'set '
+                                                                                                                                      'exactly '
+                                                                                                                                      'one '
+                                                                                                                                      'of '
+                                                                                                                                      'scorer.name '
+                                                                                                                                      '(a '
+                                                                                                                                      'built-in '
+                                                                                                                                      'scorer) '
+                                                                                                                                      'or '
+                                                                                                                                      'scorer.class '
+                                                                                                                                      '(package.module:Class); '
+                                                                                                                                      'with '
+                                                                                                                                      'spec.scorers '
+                                                                                                                                      'set '
+                                                                                                                                      'neither '
+                                                                                                                                      '(scorer '
+                                                                                                                                      'then '
+                                                                                                                                      'holds '
+                                                                                                                                      'shared '
+                                                                                                                                      'settings)',
  "spec:cel[self.store.protocol != 'rdma' || self.placement.rdmaResource.count > 0 || (has(self.store.devices) && size(self.store.devices) > 0)]": 'store.protocol '
                                                                                                                                                   'rdma '
                                                                                                                                                   'needs '
@@ -57,8 +76,6 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
  'spec.replicas:minimum': 0,
  'spec.replicas:maximum': 1000,
  'spec.image:minLength': 1,
- 'spec.scorer:cel[has(self.name) != has(self.class)]': 'set exactly one of scorer.name (a built-in scorer) '
-                                                       'or scorer.class (package.module:Class)',
  "spec.scorer:cel[!has(self.name) || self.name != 'pickscore' || (has(self.modelPath) && self.modelPath != '')]": 'scorer.name '
                                                                                                                   'pickscore '
                                                                                                                   'needs '
@@ -78,12 +95,55 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
                                                                                                                   'through '
                                                                                                                   'podTemplate '
                                                                                                                   'volumes)',
+ "spec.scorer:cel[!has(self.dtype) || self.dtype == 'float32' || !has(self.device) || self.device != 'cpu']": 'scorer.dtype '
+                                                                                                              'float16 '
+                                                                                                              'and '
+                                                                                                              'bfloat16 '
+                                                                                                              'are '
+                                                                                                              'for '
+                                                                                                              'GPUs: '
+                                                                                                              'use '
+                                                                                                              'float32 '
+                                                                                                              'with '
+                                                                                                              'device '
+                                                                                                              'cpu',
+ "spec.scorer:cel[!has(self.device) || self.device != 'cuda' || (has(self.gpus) && self.gpus > 0)]": 'scorer.device '
+                                                                                                     'cuda '
+                                                                                                     'needs '
+                                                                                                     'scorer.gpus '
+                                                                                                     '>= 1: '
+                                                                                                     'a '
+                                                                                                     'container '
+                                                                                                     'that '
+                                                                                                     'requests '
+                                                                                                     'no GPU '
+                                                                                                     'sees '
+                                                                                                     'none',
  'spec.scorer.name:pattern': '^[a-z][a-z0-9-]*$',
  'spec.scorer.class:pattern': '^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$',
  'spec.scorer.numFrames:minimum': 1,
+ 'spec.scorer.numFrames:maximum': 4096,
+ 'spec.scorer.modelMemory:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
  'spec.scorer.batchSize:minimum': 1,
  'spec.scorer.batchSize:maximum': 4096,
- 'spec.scorer.modelMemory:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
+ 'spec.scorer.framesPerForward:minimum': 1,
+ 'spec.scorer.framesPerForward:maximum': 4096,
+ 'spec.scorer.device:enum': ['auto', 'cpu', 'cuda'],
+ 'spec.scorer.gpus:minimum': 0,
+ 'spec.scorer.gpus:maximum': 16,
+ 'spec.scorer.dtype:enum': ['float32', 'float16', 'bfloat16'],
+ 'spec.scorers:minItems': 1,
+ 'spec.scorers:maxItems': 16,
+ 'spec.scorers[0]:cel[has(self.name) != has(self.class)]': 'set exactly one of name (a built-in scorer) or '
+                                                           'class (package.module:Class) in each scorers '
+                                                           'entry',
+ 'spec.scorers[0].name:pattern': '^[a-z][a-z0-9-]*$',
+ 'spec.scorers[0].class:pattern': '^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$',
+ 'spec.scorers[0].numFrames:minimum': 1,
+ 'spec.scorers[0].numFrames:maximum': 4096,
+ 'spec.scorers[0].modelMemory:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
+ 'spec.scorers[0].framesPerForward:minimum': 1,
+ 'spec.scorers[0].framesPerForward:maximum': 4096,
  'spec.store:required=master': True,
  'spec.store.master:pattern': '^[A-Za-z0-9._-]+:[0-9]{1,5}$',
  'spec.store.metricsAddress:pattern': '^[A-Za-z0-9._-]+:[0-9]{1,5}$',
@@ -105,6 +165,7 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
  'spec.sizing.highWatermark:maximum': 1,
  'spec.placement.rdmaResource.name:pattern': '^([a-z0-9.-]+/)?[A-Za-z0-9_.-]+$',
  'spec.placement.rdmaResource.count:minimum': 0,
+ 'spec.placement.gpuResource:pattern': '^([a-z0-9.-]+/)?[A-Za-z0-9_.-]+$',
  'spec.network:cel[!(has(self.ipvlan) && has(self.attachment))]': 'set at most one of network.ipvlan '
                                                                   '(operator-managed attachment) or '
                                                                   'network.attachment (existing '

@@ -64,7 +64,9 @@ def cmd_size(args) -> int:
         spec = Pool.from_object(_load_pools(args.file)[0]).spec
     else:
         spec = PoolSpec.model_validate({
-            "image": "-", "replicas": args.replicas, "scorer": {"name": args.scorer, "batchSize": args.batch_size},
+            "image": "-", "replicas": args.replicas, "scorer": {"name": args.scorer, "batchSize": args.batch_size,
+                                                           "gpus": args.gpus, "dtype": args.dtype,
+                                                           "framesPerForward": args.frames_per_forward},
             "store": {"master": "-:0", "segmentSize": args.segment_size, "protocol": args.protocol},
             "sizing": {"samplesPerRollout": args.samples_per_rollout, "outputBytesPerSample": args.output_bytes,
                        "latentBytesPerSample": args.latent_bytes, "latentRollouts": args.latent_rollouts,
@@ -96,6 +98,12 @@ def _bench_read(args) -> int:
     from rewardpool_worker.bench_read import main as bench_read  # needs the worker extra
 
     return bench_read(args)
+
+
+def _bench_score(args) -> int:
+    from rewardpool_worker.bench_score import main as bench_score  # needs the worker extra
+
+    return bench_score(args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     sz.add_argument("--segment-size", default="auto")
     sz.add_argument("--batch-size", type=int, default=8)
     sz.add_argument("--scorer", default="pickscore")
+    sz.add_argument("--gpus", type=int, default=0, help="GPUs per worker (adds the GPU memory figure)")
+    sz.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
+    sz.add_argument("--frames-per-forward", type=int, default=32)
     sz.add_argument("--protocol", default="rdma", choices=["rdma", "tcp"])
     sz.set_defaults(func=cmd_size)
 
@@ -167,6 +178,12 @@ def main(argv: list[str] | None = None) -> int:
                       help="output sizes in bytes (default: an LTX-2.3 video and a MiniMax-H3 output)")
     read.add_argument("--repeats", type=int, default=3)
     read.set_defaults(func=_bench_read)
+
+    score = bsub.add_parser("score", help="PickScore frames/s and outputs/s of one worker, read and score apart")
+    from rewardpool_worker.bench_score import add_arguments  # argparse only: no torch at import
+
+    add_arguments(score)
+    score.set_defaults(func=_bench_score)
 
     args = ap.parse_args(argv)
     return args.func(args)
