@@ -41,7 +41,8 @@ from .errors import Draining, Overloaded, PoolUnavailable, SampleError, unwrap
 log = logging.getLogger("rewardpool.client")
 UNREACHABLE_COOLDOWN_SECONDS = 5.0
 OVERLOADED_COOLDOWN_SECONDS = 0.5
-SUSPECT_SECONDS = 30.0  # a worker that held a batch past the caller's deadline
+SUSPECT_SECONDS = 30.0
+DEADLINE_GRACE = 0.2  # a worker that held a batch past the caller's deadline
 
 
 @dataclass
@@ -189,6 +190,9 @@ class AsyncRewardPoolClient:
                 raise
             except asyncio.CancelledError:
                 self._cancel_remote(m, ref, batch_id)
+                if deadline is not None and time.monotonic() >= deadline:  # the call's deadline, seen first
+                    elapsed = time.monotonic() - t0
+                    self.router.exclude(m.name, SUSPECT_SECONDS)
                 raise
             except Exception as e:  # noqa: BLE001 (sorted by type below)
                 cause = unwrap(e)
@@ -263,8 +267,9 @@ class AsyncRewardPoolClient:
         tasks = [asyncio.ensure_future(self._score_chunk(i, outputs[i:i + n], prompts[i:i + n], deadline, report))
                  for i in range(0, len(outputs), n)]
         try:
+            # A moment past the deadline, so each batch sees its own timeout first (and marks its worker).
             done, pending = await asyncio.wait(tasks, timeout=None if deadline is None
-                                               else max(0.0, deadline - time.monotonic()))
+                                               else max(0.0, deadline - time.monotonic()) + DEADLINE_GRACE)
         except asyncio.CancelledError:
             for t in tasks:
                 t.cancel()

@@ -8,8 +8,9 @@
 - `Releaser` (releaser.py) and the errors (errors.py) are re-exported here.
 
 Routing. For each batch the router prices every eligible worker at (its outstanding batches + 1) x its
-batch time (a moving average of this client's batches there; a worker not yet timed is priced at the median
-of those that are), takes the workers within `slack` of the cheapest, and of those the one it used least
+batch time (a moving average of this client's batches there; a time within `spread` (2x) of the median of
+all workers' times counts as the median, so noise does not break ties), takes the workers within `slack` of
+the cheapest (plus any not used for a while, so a price cannot go stale), and of those the one it used least
 recently. New workers start in random order, so separate clients begin on different workers. The effect:
 least outstanding work when batches pile up, a slower worker (a smaller GPU, a busy node) gets fewer, and a
 caller that scores one batch at a time goes round the pool instead of always to the same worker. A worker
@@ -51,8 +52,9 @@ class _Member:
 
 class Router:
     def __init__(self, prefix: str, ray_namespace: str = "rewardpool", refresh_seconds: float = 5.0,
-                 slack: float = 0.5, seed: int | None = None):
-        self.prefix, self.ray_namespace, self.refresh_seconds, self.slack = prefix, ray_namespace, refresh_seconds, slack
+                 slack: float = 0.5, spread: float = 2.0, seed: int | None = None):
+        self.prefix, self.ray_namespace, self.refresh_seconds = prefix, ray_namespace, refresh_seconds
+        self.slack, self.spread = slack, spread
         self.max_outstanding: int | None = None
         self._members: dict[str, _Member] = {}
         self._lock = threading.Lock()
@@ -114,12 +116,22 @@ class Router:
             if not live:
                 return None
             known = [m.batch_seconds for m in live if m.batch_seconds is not None]
-            default = statistics.median(known) if known else 1.0
+            median = statistics.median(known) if known else 1.0
+
+            def seconds(m: _Member) -> float:
+                # Within a factor of the median is noise (a shared machine, a busy moment): priced the same,
+                # so ties stay ties. Only a clearly slower (or faster) worker is priced apart.
+                t = m.batch_seconds
+                if t is None or median / self.spread <= t <= median * self.spread:
+                    return median
+                return t
 
             def cost(m: _Member) -> float:
-                return (m.outstanding + 1) * (m.batch_seconds if m.batch_seconds is not None else default)
+                return (m.outstanding + 1) * seconds(m)
             best = min(cost(m) for m in live)
-            near = [m for m in live if cost(m) <= best * (1 + self.slack)]
+            stale = 4 * len(self._members)  # a worker not used for this many picks is tried again (its price
+            near = [m for m in live if cost(m) <= best * (1 + self.slack)  # may be out of date)
+                    or self._seq - m.last_used > stale]
             m = min(near, key=lambda m: m.last_used)
             m.outstanding += 1
             self._seq += 1
