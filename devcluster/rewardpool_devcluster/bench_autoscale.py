@@ -38,7 +38,7 @@ class LtxTimingScorer:
 
 def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Producer, ray_address: str,
          rollouts: int, log_dir: Path) -> dict:
-    from rewardpool_worker.client import Releaser, RewardPoolClient
+    from rewardpool_worker.client import Releaser, RewardPoolClient, SampleError
     from rewardpool_worker.config import StoreConfig
     from rewardpool_worker.store import Store
 
@@ -86,10 +86,15 @@ def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Pro
                 futures[client.submit([ref], ["a video"])] = ref
             for fut in as_completed(futures, timeout=600):
                 try:
-                    fut.result()
-                except Exception:  # evicted before it was read: the engine would regenerate it
+                    (result,) = fut.result()
+                    failed = isinstance(result, SampleError)  # evicted before it was read: regenerated
+                except Exception:
+                    failed = True
+                if failed:
                     lost += 1
-                releaser.rewarded([futures[fut]])
+                    releaser.failed([futures[fut]])
+                else:
+                    releaser.rewarded([futures[fut]])
             rollout_s.append(time.monotonic() - t0)
             peaks.append(int(peak[0]))
             print(f"  {name}: rollout {r + 1}/{rollouts} in {rollout_s[-1]:.1f}s "
