@@ -57,6 +57,7 @@ class Router:
         self.slack, self.spread = slack, spread
         self.max_outstanding: int | None = None
         self._members: dict[str, _Member] = {}
+        self._dead: set[str | None] = set()  # actor ids of workers that died under a batch
         self._lock = threading.Lock()
         self._rng = random.Random(seed)
         self._seq = 1.0
@@ -75,9 +76,11 @@ class Router:
         for name in names:
             if name not in self._members:
                 try:
-                    found[name] = ray.get_actor(name, namespace=self.ray_namespace)
+                    handle = ray.get_actor(name, namespace=self.ray_namespace)
                 except ValueError:  # died between the listing and the lookup
                     continue
+                if _actor_id(handle) is None or _actor_id(handle) not in self._dead:  # still listed a moment after it died: not again
+                    found[name] = handle
         with self._lock:
             for gone in set(self._members) - set(names):
                 del self._members[gone]
@@ -156,8 +159,16 @@ class Router:
                 self._members[name].excluded_until = time.monotonic() + seconds
 
     def drop(self, name: str) -> None:
+        """The worker died: forget it, and never take this actor back (a restarted pod is a new actor)."""
         with self._lock:
-            self._members.pop(name, None)
+            m = self._members.pop(name, None)
+            if m is not None:
+                self._dead.add(_actor_id(m.handle))
+
+
+def _actor_id(handle) -> str | None:
+    actor_id = getattr(handle, "_actor_id", None)
+    return actor_id.hex() if actor_id is not None else None
 
 
 class RewardPoolClient:
