@@ -68,7 +68,9 @@ def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Pro
             time.sleep(0.5)
         threading.Thread(target=watch, daemon=True).start()
         releaser, put_failures, lost, rollout_s, peaks = Releaser(store), 0, 0, [], []
+        per_rollout = []
         for r in range(rollouts):
+            served0 = dict(client.served)
             t0 = time.monotonic()
             peak[0] = 0.0
             futures = {}
@@ -96,6 +98,8 @@ def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Pro
                 else:
                     releaser.rewarded([futures[fut]])
             rollout_s.append(time.monotonic() - t0)
+            per_rollout.append({w.rpartition(":")[2]: n - served0.get(w, 0) for w, n in sorted(client.served.items())
+                                if n - served0.get(w, 0)})
             peaks.append(int(peak[0]))
             print(f"  {name}: rollout {r + 1}/{rollouts} in {rollout_s[-1]:.1f}s "
                   f"(replicas now {replicas_seen[-1] if replicas_seen else '?'})", flush=True)
@@ -108,7 +112,7 @@ def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Pro
             "put_failures": put_failures, "outputs_lost_before_scoring": lost,
             "evictions": int(master.metrics().get("master_evicted_key_count", 0) - evicted0),
             "released": releaser.stats.released, "max_replicas": max(replicas_seen or [0]),
-            "batches_per_worker": dict(client.served)}
+            "batches_per_worker": dict(client.served), "batches_per_worker_per_rollout": per_rollout}
 
 
 def bench_autoscale(args) -> int:

@@ -95,12 +95,18 @@ class AsyncRewardPoolClient:
         """The pool's batch size and queue limit, from one worker's ready()."""
         if self.batch_size is not None and self.max_outstanding is not None:
             return
-        m = await self._acquire(set(), deadline)
-        try:
-            info = await self._await(m.handle.ready.remote(), deadline, None, None)
-        finally:
-            self.router.done(m, None)
-            self._wake()
+        for lost in range(self.attempts + 1):
+            m = await self._acquire(set(), deadline)
+            try:
+                info = await self._await(m.handle.ready.remote(), deadline, None, None)
+                break
+            except ray.exceptions.RayActorError as e:  # gone before it answered: ask another
+                self.router.drop(m.name)
+                if lost == self.attempts:
+                    raise PoolUnavailable(f"{self.namespace}/{self.pool}: workers died before answering") from e
+            finally:
+                self.router.done(m, None)
+                self._wake()
         if self.batch_size is None:
             self.batch_size = int(info["batch_size"])
         if self.max_outstanding is None:
@@ -146,7 +152,7 @@ class AsyncRewardPoolClient:
             await asyncio.sleep(0.2)
 
     @staticmethod
-    async def _await(ref, deadline: float | None, member: _Member | None, batch_id: str | None):
+    async def _await(ref, deadline: float | None, *_):
         fut = asyncio.wrap_future(ref.future())
         remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
         return await asyncio.wait_for(fut, remaining)
