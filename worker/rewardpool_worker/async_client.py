@@ -35,10 +35,14 @@ from dataclasses import dataclass, field
 
 import ray
 
+from prometheus_client import Counter as PromCounter
+
 from .client import BATCH_RETRIES, Router, _Member
 from .errors import Draining, Overloaded, PoolUnavailable, SampleError, unwrap
 
 log = logging.getLogger("rewardpool.client")
+TIMEOUTS = PromCounter("rewardpool_client_timeouts", "Score calls that ran past their deadline")
+SAMPLE_ERRORS = PromCounter("rewardpool_client_sample_errors", "Samples returned as a SampleError")
 UNREACHABLE_COOLDOWN_SECONDS = 5.0
 OVERLOADED_COOLDOWN_SECONDS = 0.5
 SUSPECT_SECONDS = 30.0
@@ -287,11 +291,13 @@ class AsyncRewardPoolClient:
                 t.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
             left = sum(1 for r in report.results if r is None)
+            TIMEOUTS.inc()
             raise TimeoutError(f"{self.namespace}/{self.pool}: {left} of {len(outputs)} samples not scored within "
                                f"the {timeout}s deadline; their batches were cancelled on the workers")
         for t in done:
             if t.exception() is not None:  # a bug here, not a sample's failure
                 raise t.exception()
+        SAMPLE_ERRORS.inc(len(report.errors))
         if raise_errors and report.errors:
             first = report.errors[0]
             raise first.cause
