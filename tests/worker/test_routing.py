@@ -192,3 +192,22 @@ def test_no_live_worker_is_pool_unavailable(ray_cluster):
     client = RewardPoolClient("nobody", "t", unavailable_seconds=1, timeout=30)
     with pytest.raises(PoolUnavailable):
         client.score([torch.zeros(3, 4, 4)], ["p"])
+
+
+def test_a_backlog_moves_to_workers_that_join(pool_actors, producer):
+    """All batches are sent at once to the one worker there is; workers that join take over the part of its
+    queue it has not started on, so the backlog does not stay on the oldest worker."""
+    slow = {"class": "tests.worker.custom_scorer:MeanScorer", "args": {"seconds": 0.5}, "batch_size": 1}
+    (first,) = pool_actors("join", 1, slow)
+    ref = producer.put("join-out", seed=60, shape=(3, 2, 4, 4))
+    client = RewardPoolClient("join", "t", refresh_seconds=0.5)
+    fut = client.submit_detailed([ref] * 24, ["p"] * 24)
+    while ray.get(first.stats.remote())["in_flight"] < 24:  # the whole backlog is on the first worker
+        assert not fut.done()
+        time.sleep(0.1)
+    joined = pool_actors("join", 2, slow)
+    report = fut.result()
+    counts = batches_per_worker([first, *joined])
+    print("backlog of 24 on one worker, two joined: batches per worker", counts, "moved", client.aio.moved)
+    assert report.results == [mean_of(60, (3, 2, 4, 4))] * 24 and sum(counts) == 24
+    assert all(c >= 4 for c in counts[1:]) and client.aio.moved >= 8, counts

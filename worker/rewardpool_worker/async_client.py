@@ -38,11 +38,12 @@ import ray
 from prometheus_client import Counter as PromCounter
 
 from .client import BATCH_RETRIES, Router, _Member
-from .errors import Draining, Overloaded, PoolUnavailable, SampleError, unwrap
+from .errors import Cancelled, Draining, Overloaded, PoolUnavailable, SampleError, unwrap
 
 log = logging.getLogger("rewardpool.client")
 TIMEOUTS = PromCounter("rewardpool_client_timeouts", "Score calls that ran past their deadline")
 SAMPLE_ERRORS = PromCounter("rewardpool_client_sample_errors", "Samples returned as a SampleError")
+READ_SLOTS = 2  # batches a worker works on at once (hosting.READ_SLOTS); the rest of its queue waits
 UNREACHABLE_COOLDOWN_SECONDS = 5.0
 OVERLOADED_COOLDOWN_SECONDS = 0.5
 SUSPECT_SECONDS = 30.0
@@ -78,6 +79,10 @@ class AsyncRewardPoolClient:
         self.components: list[str] | None = None
         self.waiting = 0  # batches waiting here because no worker has room
         self._freed: asyncio.Event | None = None
+        self._queued: dict[str, dict[str, float]] = {}  # per worker: batch id -> when sent, not finished
+        self._moved: set[str] = set()  # batch ids taken back from a worker's queue, to be sent elsewhere
+        self._rebalancer: asyncio.Task | None = None
+        self.moved = 0  # batches moved from a long queue to a worker with room
 
     # ---------------------------------------------------------------------------------------------------------
     @property
@@ -155,6 +160,46 @@ class AsyncRewardPoolClient:
             await asyncio.to_thread(self.router.refresh)
             await asyncio.sleep(0.2)
 
+    def _ensure_rebalancer(self) -> None:
+        if self._rebalancer is None or self._rebalancer.done():
+            self._rebalancer = asyncio.ensure_future(self._rebalance_loop())
+
+    async def _rebalance_loop(self) -> None:
+        """While batches are out: follow the pool's membership, and move batches still waiting in a long
+        queue to workers with room (a worker that joined after the batches were sent, or one that drained
+        its queue faster). The waiting batches are cancelled on their worker (it drops a batch only before
+        reading it; one already reading finishes there) and sent again through the router."""
+        period = max(0.2, min(self.router.refresh_seconds, 2.0))
+        while any(self._queued.values()):
+            await asyncio.sleep(period)
+            try:
+                if self.router.due():
+                    await asyncio.to_thread(self.router.refresh)
+                self._rebalance()
+            except Exception as e:  # noqa: BLE001 (never kill the loop over a listing hiccup)
+                log.debug("rebalance: %s", e)
+
+    def _rebalance(self, running: int = READ_SLOTS) -> None:
+        members = {m.name: m for m in self.router.snapshot()}
+        takers = [m for m in members.values() if not m.draining]
+        if not takers:
+            return
+        total = sum(len(q) for q in self._queued.values())
+        fair = -(-total // len(takers))  # ceil
+        room = sum(max(0, fair - m.outstanding) for m in takers if m.outstanding + 1 < fair)
+        for name, queue in self._queued.items():
+            m = members.get(name)
+            if room <= 0 or m is None:
+                continue
+            keep = 0 if m.draining else max(fair, running)
+            excess = [b for b in sorted(queue, key=queue.get) if b not in self._moved][keep:]
+            excess = excess[:room]
+            if excess:
+                self._moved.update(excess)
+                room -= len(excess)
+                self.moved += len(excess)
+                m.handle.cancel.remote(excess)
+
     @staticmethod
     async def _await(ref, deadline: float | None, *_):
         fut = asyncio.wrap_future(ref.future())
@@ -186,6 +231,8 @@ class AsyncRewardPoolClient:
             t0 = time.monotonic()
             elapsed = None
             ref = m.handle.score_batch.remote(outputs, prompts, batch_id)
+            self._queued.setdefault(m.name, {})[batch_id] = t0
+            self._ensure_rebalancer()
             try:
                 scores = await self._await(ref, deadline, m, batch_id)
                 elapsed = time.monotonic() - t0
@@ -206,6 +253,8 @@ class AsyncRewardPoolClient:
                 raise
             except Exception as e:  # noqa: BLE001 (sorted by type below)
                 cause = unwrap(e)
+                if isinstance(cause, Cancelled) and batch_id in self._moved:
+                    continue  # taken back before it was read (see _rebalance): send it again, no attempt spent
                 if isinstance(cause, Draining):
                     log.info("%s is draining; batch goes elsewhere", m.name)
                     self.router.mark_draining(m.name)
@@ -223,8 +272,10 @@ class AsyncRewardPoolClient:
                 else:
                     raise cause from None
             finally:
-                self.router.done(m, elapsed)
-                self._wake()
+                self._moved.discard(batch_id)
+                if self._queued.get(m.name, {}).pop(batch_id, None) is not None:
+                    self.router.done(m, elapsed)
+                    self._wake()
             tried.add(m.name)
             report.retries += 1
             self.router.retries += 1

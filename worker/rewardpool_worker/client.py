@@ -148,6 +148,10 @@ class Router:
                 m.batch_seconds = seconds if m.batch_seconds is None else \
                     (1 - EWMA_ALPHA) * m.batch_seconds + EWMA_ALPHA * seconds
 
+    def snapshot(self) -> list[_Member]:
+        with self._lock:
+            return list(self._members.values())
+
     def mark_draining(self, name: str) -> None:
         with self._lock:
             if name in self._members:
