@@ -10,7 +10,10 @@
 - **Backpressure, not a hidden cap.** Every batch is sent as soon as some worker has room (a worker takes up
   to its advertised `max_queue` batches; past that it refuses with Overloaded). So the workers' queue depth,
   which the autoscaler reads, carries the caller's whole demand; only what no worker has room for waits
-  here (`client.waiting`).
+  here (`client.waiting`). While batches are out, the client follows the pool's membership and moves
+  batches still waiting in a long queue to workers with room (one that joined after they were sent, or a
+  faster one): the worker drops them before reading, and they are sent again (`client.moved`). So a
+  scale-up helps the backlog already sent, and a draining worker's queue moves off it.
 - **Per-sample results.** A sample that cannot be scored is a `SampleError` in its slot; the others are
   scored (a batch that fails for a non-transient reason is rescored one sample at a time, so one bad output
   does not take its batch down). `raise_errors=True` raises the first error instead.
