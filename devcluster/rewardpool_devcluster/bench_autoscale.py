@@ -100,6 +100,8 @@ def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Pro
             rollout_s.append(time.monotonic() - t0)
             per_rollout.append({w.rpartition(":")[2]: n - served0.get(w, 0) for w, n in sorted(client.served.items())
                                 if n - served0.get(w, 0)})
+            print(f"  {name}: batches per worker {per_rollout[-1]}, moved to joining workers so far "
+                  f"{client.aio.moved}, retries {client.retries}", flush=True)
             peaks.append(int(peak[0]))
             print(f"  {name}: rollout {r + 1}/{rollouts} in {rollout_s[-1]:.1f}s "
                   f"(replicas now {replicas_seen[-1] if replicas_seen else '?'})", flush=True)
@@ -121,6 +123,9 @@ def bench_autoscale(args) -> int:
     from kubernetes import client, config
 
     urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+    import logging
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("rewardpool.client").setLevel(logging.INFO)
     os.environ.setdefault("MC_TCP_BIND_ADDRESS", "127.0.0.1")
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     with tempfile.TemporaryDirectory(prefix="rewardpool-bench-as-") as tmp:

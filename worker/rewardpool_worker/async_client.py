@@ -97,11 +97,31 @@ class AsyncRewardPoolClient:
         return self.router.retries
 
     async def refresh(self) -> list[str]:
-        return await asyncio.to_thread(self.router.refresh)
+        names = await asyncio.to_thread(self.router.refresh)
+        self._probe_new()
+        return names
 
     async def _members(self) -> None:
         if self.router.due():
             await asyncio.to_thread(self.router.refresh)
+        self._probe_new()
+
+    def _probe_new(self) -> None:
+        for m in self.router.unready():
+            if not m.probing:
+                m.probing = True
+                asyncio.ensure_future(self._probe(m))
+
+    async def _probe(self, m: _Member) -> None:
+        """A new worker becomes a candidate once it answers ready() (its constructor has finished)."""
+        try:
+            info = await asyncio.wrap_future(m.handle.ready.remote().future())
+            m.draining = bool(info.get("draining"))
+            m.ready = True
+            self._wake()
+        except Exception as e:  # noqa: BLE001 (gone while starting)
+            log.info("%s did not come up: %s", m.name, type(e).__name__)
+            self.router.drop(m.name)
 
     async def _learn(self, deadline: float | None) -> None:
         """The pool's batch size and queue limit, from one worker's ready()."""
@@ -155,6 +175,10 @@ class AsyncRewardPoolClient:
             if tried:  # every worker was tried once: all are candidates again
                 tried.clear()
                 continue
+            if self.router.unready():  # a worker is starting: wait for it, however long it loads
+                none_since = None
+                await asyncio.sleep(0.1)
+                continue
             none_since = none_since or time.monotonic()
             if time.monotonic() - none_since > self.unavailable_seconds:
                 raise PoolUnavailable(f"no live worker of {self.namespace}/{self.pool} for "
@@ -176,15 +200,14 @@ class AsyncRewardPoolClient:
         while any(self._queued.values()):
             await asyncio.sleep(period)
             try:
-                if self.router.due():
-                    await asyncio.to_thread(self.router.refresh)
+                await self._members()
                 self._rebalance()
             except Exception as e:  # noqa: BLE001 (never kill the loop over a listing hiccup)
                 log.debug("rebalance: %s", e)
 
     def _rebalance(self, running: int = READ_SLOTS) -> None:
         members = {m.name: m for m in self.router.snapshot()}
-        takers = [m for m in members.values() if not m.draining]
+        takers = [m for m in members.values() if m.ready and not m.draining]
         if not takers:
             return
         total = sum(len(q) for q in self._queued.values())

@@ -14,6 +14,7 @@ the cheapest (plus any not used for a while, so a price cannot go stale), and of
 recently. New workers start in random order, so separate clients begin on different workers. The effect:
 least outstanding work when batches pile up, a slower worker (a smaller GPU, a busy node) gets fewer, and a
 caller that scores one batch at a time goes round the pool instead of always to the same worker. A worker
+is used once it has answered ready() (a worker still loading its model gets no batch to wait on); one
 that answered Draining is skipped until it leaves the pool; one that was unreachable or Overloaded, or that
 held a batch past its caller's deadline (a hung model), is skipped for a while unless no other is left;
 none of these costs the batch an attempt."""
@@ -48,6 +49,8 @@ class _Member:
     last_used: float = 0.0  # order of use (random below 1 until first used)
     excluded_until: float = 0.0
     draining: bool = False
+    ready: bool = True  # answered ready(): constructed (store, buffers, model, warm-up); new members start False
+    probing: bool = False
 
 
 class Router:
@@ -85,7 +88,7 @@ class Router:
             for gone in set(self._members) - set(names):
                 del self._members[gone]
             for name, handle in found.items():
-                self._members[name] = _Member(name, handle, last_used=self._rng.random())
+                self._members[name] = _Member(name, handle, last_used=self._rng.random(), ready=False)
             self._refreshed = time.monotonic()
             return sorted(self._members)
 
@@ -103,7 +106,7 @@ class Router:
     def _eligible(self, exclude: set[str], now: float) -> list[_Member]:
         """Not draining, not excluded by the caller; skipped for a while (unreachable, overloaded, past a
         deadline) only while some other worker is not."""
-        base = [m for m in self._members.values() if not m.draining and m.name not in exclude]
+        base = [m for m in self._members.values() if m.ready and not m.draining and m.name not in exclude]
         return [m for m in base if m.excluded_until <= now] or base
 
     def eligible(self, exclude: set[str]) -> bool:
@@ -147,6 +150,11 @@ class Router:
             if seconds is not None:
                 m.batch_seconds = seconds if m.batch_seconds is None else \
                     (1 - EWMA_ALPHA) * m.batch_seconds + EWMA_ALPHA * seconds
+
+    def unready(self) -> list[_Member]:
+        """Listed in Ray but not yet known to be constructed (a worker still loading its model)."""
+        with self._lock:
+            return [m for m in self._members.values() if not m.ready]
 
     def snapshot(self) -> list[_Member]:
         with self._lock:
