@@ -1,5 +1,6 @@
 """Worker-test fixtures: real worker actors (the worker's own Ray actor class, each with its own store client
-against the session's real mooncake_master) started as a pod's entrypoint starts them."""
+against the session's real mooncake_master) started as a pod's entrypoint starts them. They lend no segment
+(pure readers): a killed worker leaves no dead segment behind for the next test's puts to land in."""
 from __future__ import annotations
 
 import pytest
@@ -11,7 +12,7 @@ from rewardpool_worker.hosting import start_actor
 
 def pool_cfg(master, pool: str, scorer: dict, ns: str = "t", scorers: list[dict] | None = None) -> WorkerConfig:
     return WorkerConfig(pool=pool, namespace=ns,
-                        store=StoreConfig(master=master.address, protocol="tcp", segment_bytes=32 << 20,
+                        store=StoreConfig(master=master.address, protocol="tcp", segment_bytes=0,
                                           local_buffer_bytes=16 << 20),
                         scorer=ScorerConfig(**scorer), scorers=[ScorerConfig(**s) for s in scorers or []],
                         ray=RayConfig(namespace="rewardpool"), read_buffer_bytes=1 << 20)

@@ -374,6 +374,9 @@ class AsyncRewardPoolClient:
         for t in done:
             if t.exception() is not None:  # a bug here, not a sample's failure
                 raise t.exception()
+        if not any(self._queued.values()) and self._rebalancer is not None:
+            self._rebalancer.cancel()  # nothing out: no task left behind on the loop
+            self._rebalancer = None
         SAMPLE_ERRORS.inc(len(report.errors))
         if raise_errors and report.errors:
             first = report.errors[0]

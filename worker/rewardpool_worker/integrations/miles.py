@@ -120,10 +120,13 @@ def _client(cfg: HookConfig) -> AsyncRewardPoolClient:
 
     if not ray.is_initialized():  # the rollout process is a Ray driver already; a script may not be
         ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), namespace=cfg.ray_namespace, log_to_driver=False)
-    key = (cfg.pool, cfg.namespace, cfg.ray_namespace, cfg.timeout, id(asyncio.get_running_loop()))
-    if key not in _clients:
-        _clients[key] = AsyncRewardPoolClient(cfg.pool, cfg.namespace, cfg.ray_namespace, timeout=cfg.timeout)
-    return _clients[key]
+    loop = asyncio.get_running_loop()
+    key = (cfg.pool, cfg.namespace, cfg.ray_namespace, cfg.timeout)
+    cached = _clients.get(key)
+    if cached is None or cached[0] is not loop:  # one client per event loop (its waits belong to the loop)
+        cached = _clients[key] = (loop, AsyncRewardPoolClient(cfg.pool, cfg.namespace, cfg.ray_namespace,
+                                                              timeout=cfg.timeout))
+    return cached[1]
 
 
 def _releaser(cfg: HookConfig):
