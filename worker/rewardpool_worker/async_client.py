@@ -65,10 +65,6 @@ class ScoreReport:
         return [r for r in self.results if isinstance(r, SampleError)]
 
 
-class _Lost(Exception):
-    """A batch ran out of workers (internal: becomes PoolUnavailable on its samples)."""
-
-
 class AsyncRewardPoolClient:
     def __init__(self, pool: str, namespace: str = "default", ray_namespace: str = "rewardpool", *,
                  refresh_seconds: float = 5.0, attempts: int = 4, batch_size: int | None = None,
@@ -253,7 +249,8 @@ class AsyncRewardPoolClient:
         while True:
             m = await self._acquire(tried, deadline)
             batch_id = uuid.uuid4().hex
-            report.max_queue_depth = max(report.max_queue_depth, m.outstanding)
+            depth = m.outstanding  # this client's batches there, this one included
+            report.max_queue_depth = max(report.max_queue_depth, depth)
             t0 = time.monotonic()
             elapsed = None
             ref = m.handle.score_batch.remote(outputs, prompts, batch_id)
@@ -261,7 +258,9 @@ class AsyncRewardPoolClient:
             self._ensure_rebalancer()
             try:
                 scores = await self._await(ref, deadline, m, batch_id)
-                elapsed = time.monotonic() - t0
+                # The worker's time per batch: the wait behind this client's own batches there taken out
+                # (a worker that had a long queue is not thereby slow).
+                elapsed = (time.monotonic() - t0) / depth
                 report.workers[m.name] += 1
                 self.router.served[m.name] += 1
                 return scores

@@ -8,7 +8,8 @@
 - `Releaser` (releaser.py) and the errors (errors.py) are re-exported here.
 
 Routing. For each batch the router prices every eligible worker at (its outstanding batches + 1) x its
-batch time (a moving average of this client's batches there; a time within `spread` (2x) of the median of
+batch time (a moving average of this client's batch round trips there, each divided by the batches it had
+queued there at dispatch; a time within `spread` (2x) of the median of
 all workers' times counts as the median, so noise does not break ties), takes the workers within `slack` of
 the cheapest (plus any not used for a while, so a price cannot go stale), and of those the one it used least
 recently. New workers start in random order, so separate clients begin on different workers. The effect:
