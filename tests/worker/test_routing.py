@@ -212,3 +212,20 @@ def test_a_backlog_moves_to_workers_that_join(pool_actors, producer):
     assert report.results == [mean_of(60, (3, 2, 4, 4))] * 24 and sum(counts) == 24
     # Without moving, the joined workers would get nothing: all 24 were queued on the first before they came.
     assert all(c >= 2 for c in counts[1:]) and counts[0] <= 18 and client.aio.moved >= 4, counts
+
+
+def test_a_full_worker_refuses_and_the_batches_wait_their_turn(pool_actors, producer):
+    """Two callers that each allow themselves 40 batches on the one worker: past its queue limit the worker
+    refuses (Overloaded, a type), and the refused batches come back later; nothing fails."""
+    from rewardpool_worker.hosting import MAX_QUEUE
+
+    (w,) = pool_actors("full", 1, {"class": "tests.worker.custom_scorer:MeanScorer", "args": {"seconds": 0.02},
+                                   "batch_size": 1})
+    ref = producer.put("full-out", seed=70, shape=(3, 2, 4, 4))
+    clients = [RewardPoolClient("full", "t", max_outstanding_per_worker=40) for _ in range(2)]
+    futures = [c.submit([ref] * 40, ["p"] * 40) for c in clients]
+    results = [f.result() for f in futures]
+    assert results == [[mean_of(70, (3, 2, 4, 4))] * 40] * 2
+    st = ray.get(w.stats.remote())
+    print(f"queue limit {MAX_QUEUE}: {st['refused']} refusals, {sum(c.retries for c in clients)} resends")
+    assert st["refused"] >= 1 and st["batches"] == 80 and sum(c.retries for c in clients) == st["refused"]

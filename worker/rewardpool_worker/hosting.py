@@ -20,8 +20,10 @@ from .store import Store, StoreError
 log = logging.getLogger("rewardpool.worker")
 # Calls beyond the first wait inside the actor (for a read slot), so in_flight is the true queue depth.
 MAX_CONCURRENCY = 64
-# Batches accepted at once; one more is refused with Overloaded (so none waits unseen in Ray's own queue).
-MAX_QUEUE = MAX_CONCURRENCY
+# Batches accepted at once; one more is refused with Overloaded, answered at once from one of the threads
+# kept spare above it (so a refusal does not wait unseen in Ray's own queue). A client sends each worker at
+# most this many (it reads it from ready()); only several clients together can meet the refusal.
+MAX_QUEUE = MAX_CONCURRENCY - 8
 # Health and stats calls run in their own threads: a backlog of 64 waiting batches must not starve them
 # (that would read as a wedged worker and get a healthy pod restarted).
 CONTROL = "control"
