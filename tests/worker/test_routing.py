@@ -201,17 +201,17 @@ def test_a_backlog_moves_to_workers_that_join(pool_actors, producer):
     (first,) = pool_actors("join", 1, slow)
     ref = producer.put("join-out", seed=60, shape=(3, 2, 4, 4))
     client = RewardPoolClient("join", "t", refresh_seconds=0.5)
-    fut = client.submit_detailed([ref] * 24, ["p"] * 24)
-    while ray.get(first.stats.remote())["in_flight"] < 24:  # the whole backlog is on the first worker
+    fut = client.submit_detailed([ref] * 48, ["p"] * 48)
+    while ray.get(first.stats.remote())["in_flight"] < 48:  # the whole backlog is on the first worker
         assert not fut.done()
         time.sleep(0.1)
     joined = pool_actors("join", 2, slow)
     report = fut.result()
     counts = batches_per_worker([first, *joined])
-    print("backlog of 24 on one worker, two joined: batches per worker", counts, "moved", client.aio.moved)
-    assert report.results == [mean_of(60, (3, 2, 4, 4))] * 24 and sum(counts) == 24
-    # Without moving, the joined workers would get nothing: all 24 were queued on the first before they came.
-    assert all(c >= 2 for c in counts[1:]) and counts[0] <= 18 and client.aio.moved >= 4, counts
+    print("backlog of 48 on one worker, two joined: batches per worker", counts, "moved", client.aio.moved)
+    assert report.results == [mean_of(60, (3, 2, 4, 4))] * 48 and sum(counts) == 48
+    # Without moving, the joined workers would get nothing: all 48 were queued on the first before they came.
+    assert all(c >= 4 for c in counts[1:]) and counts[0] <= 40 and client.aio.moved >= 8, counts
 
 
 def test_a_full_worker_refuses_and_the_batches_wait_their_turn(pool_actors, producer):
