@@ -33,3 +33,41 @@ def test_stored_refs_in_the_framework_shapes():
         as_output({"key": "k", "shape": [2], "dtype": "float32", "size": 5})
     with pytest.raises(TypeError):
         as_output("not an output")
+
+
+def test_rollout_hint_settings():
+    cfg = HookConfig.parse("pool=p", env={})
+    assert cfg.hint is True and cfg.expect == 0
+    assert HookConfig.parse("pool=p,hint=false", env={}).hint is False
+    assert HookConfig.parse("pool=p,expect=64", env={}).expect == 64
+    with pytest.raises(ValueError, match="true or false"):
+        HookConfig.parse("pool=p,hint=sometimes", env={})
+
+
+def test_rollout_size_comes_from_the_framework_args():
+    from types import SimpleNamespace
+
+    from rewardpool_worker.integrations.miles import rollout_outputs
+
+    args = SimpleNamespace(rollout_batch_size=16, n_samples_per_prompt=4)
+    assert rollout_outputs(HookConfig.parse("pool=p", env={}), args) == 64
+    assert rollout_outputs(HookConfig.parse("pool=p,expect=10", env={}), args) == 10
+    assert rollout_outputs(HookConfig.parse("pool=p", env={}), SimpleNamespace()) == 0
+
+
+def test_a_new_rollout_is_announced_once(monkeypatch):
+    import asyncio
+
+    from rewardpool_worker import demand
+    from rewardpool_worker.integrations import miles
+
+    sent = []
+
+    async def fake_expect(pool, namespace, n, ttl_seconds):
+        sent.append((pool, namespace, n))
+    monkeypatch.setattr(demand, "expect_async", fake_expect)
+    monkeypatch.setattr(miles, "_last_call", {})
+    cfg = HookConfig.parse("pool=p,namespace=rl,expect=64", env={})
+    for t in (100.0, 101.0, 105.0, 200.0):  # two micro-groups of one rollout, then another rollout
+        asyncio.run(miles._announce(cfg, None, t))
+    assert sent == [("p", "rl", 64), ("p", "rl", 64)]  # at 100 and at 200, not for the later micro-groups

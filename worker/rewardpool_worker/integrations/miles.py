@@ -20,11 +20,17 @@ from an environment variable (the argument wins):
 | release | REWARDPOOL_RELEASE | false | remove the stored outputs after the reward (only for framework versions that do not release them themselves) |
 | store_master | REWARDPOOL_STORE_MASTER | (none) | mooncake_master host:port, needed by release=true |
 | store_protocol | REWARDPOOL_STORE_PROTOCOL | tcp | the store client's protocol, for release=true |
+| hint | REWARDPOOL_HINT | true | announce a new rollout's outputs to the pool's autoscaler (`rewardpool_worker.demand.expect`) so it grows before the queue builds; needs `patch` on `rewardpools` |
+| expect | REWARDPOOL_EXPECT | rollout size | outputs a rollout brings (default `args.rollout_batch_size x args.n_samples_per_prompt`) |
 
 A sample's `generated_output` is a stored-tensor ref (anything with `key`, `shape`, `dtype` and `size` or
 `nbytes`; or an OutputRef) which the worker reads from the store, or an inline (C, F, H, W) tensor (the
 evaluation path), sent to the worker as is; one call may mix both. Each sample gets
 `reward_max_queue_depth`: the deepest queue this process had on one worker while the call was dispatched.
+
+A new rollout is a call after HINT_GAP_SECONDS without one (the first micro-group of a rollout): the hook
+then announces the rollout's outputs once, expiring after `timeout` (a failed announcement is logged, once,
+and scoring goes on).
 
 The hook does not release outputs by default: miles removes them after the reward and reads the first
 `--wandb-log-num-images` back for media first, so removing them here would break its media logging."""
@@ -33,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from dataclasses import dataclass
 
 import torch
@@ -46,7 +53,8 @@ log = logging.getLogger("rewardpool.miles")
 ENV = {"pool": "REWARDPOOL_POOL", "namespace": "REWARDPOOL_NAMESPACE", "ray_namespace": "REWARDPOOL_RAY_NAMESPACE",
        "reward_key": "REWARDPOOL_REWARD_KEY", "timeout": "REWARDPOOL_TIMEOUT", "on_error": "REWARDPOOL_ON_ERROR",
        "release": "REWARDPOOL_RELEASE", "store_master": "REWARDPOOL_STORE_MASTER",
-       "store_protocol": "REWARDPOOL_STORE_PROTOCOL"}
+       "store_protocol": "REWARDPOOL_STORE_PROTOCOL", "hint": "REWARDPOOL_HINT", "expect": "REWARDPOOL_EXPECT"}
+HINT_GAP_SECONDS = 10.0
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off", ""}
 
 
@@ -61,6 +69,8 @@ class HookConfig:
     release: bool = False
     store_master: str | None = None
     store_protocol: str = "tcp"
+    hint: bool = True
+    expect: int = 0  # 0: the rollout's size from the framework's args
 
     @classmethod
     def parse(cls, text: str | None, env: dict | None = None) -> "HookConfig":
@@ -79,11 +89,14 @@ class HookConfig:
         if "timeout" in out:
             t = out["timeout"].lower()
             out["timeout"] = None if t in ("none", "0", "") else float(t)
-        if "release" in out:
-            r = out["release"].lower()
-            if r not in _TRUE | _FALSE:
-                raise ValueError(f"--custom-rm-args: release={out['release']!r} is not true or false")
-            out["release"] = r in _TRUE
+        for flag in ("release", "hint"):
+            if flag in out:
+                r = out[flag].lower()
+                if r not in _TRUE | _FALSE:
+                    raise ValueError(f"--custom-rm-args: {flag}={out[flag]!r} is not true or false")
+                out[flag] = r in _TRUE
+        if "expect" in out:
+            out["expect"] = int(out["expect"])
         if "on_error" in out and out["on_error"] != "raise":
             float(out["on_error"])  # a number, or fail here rather than mid-rollout
         if out.get("release") and not out.get("store_master"):
@@ -113,6 +126,34 @@ def as_output(x) -> OutputRef | torch.Tensor:
 
 _clients: dict = {}
 _releasers: dict = {}
+_last_call: dict = {}
+_hint_failed: set = set()
+
+
+def rollout_outputs(cfg: HookConfig, args) -> int:
+    """Outputs one rollout brings: the configured figure, else the framework's rollout size."""
+    if cfg.expect:
+        return cfg.expect
+    return int(getattr(args, "rollout_batch_size", 0) or 0) * int(getattr(args, "n_samples_per_prompt", 1) or 1)
+
+
+async def _announce(cfg: HookConfig, args, now: float) -> None:
+    """At a new rollout (the first call after a gap), tell the pool's autoscaler what is coming."""
+    key = (cfg.pool, cfg.namespace)
+    last, _last_call[key] = _last_call.get(key), now
+    if not cfg.hint or key in _hint_failed or (last is not None and now - last < HINT_GAP_SECONDS):
+        return
+    n = rollout_outputs(cfg, args)
+    if n <= 0:
+        return
+    from .. import demand
+
+    try:
+        await demand.expect_async(cfg.pool, cfg.namespace, n, ttl_seconds=cfg.timeout or 600)
+    except Exception as e:  # no API access (RBAC, no kubeconfig): scoring goes on without the hint
+        _hint_failed.add(key)
+        log.warning("rollout hint for %s/%s not sent (%s); the pool scales on its queue alone", cfg.namespace,
+                    cfg.pool, e)
 
 
 def _client(cfg: HookConfig) -> AsyncRewardPoolClient:
@@ -156,6 +197,7 @@ async def rewardpool_rm(args, samples, **kwargs):
     single = not isinstance(samples, (list, tuple))
     samples = [samples] if single else list(samples)
     cfg = HookConfig.parse(getattr(args, "custom_rm_args", None))
+    await _announce(cfg, args, time.monotonic())
     outputs = [as_output(s.generated_output) for s in samples]
     prompts = [s.prompt if isinstance(s.prompt, str) else str(s.prompt) for s in samples]
     report = await _client(cfg).score_detailed(outputs, prompts, timeout=cfg.timeout)
