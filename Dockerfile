@@ -2,28 +2,54 @@
 # Two images from one file:
 #   docker build --target operator -t rewardpool-operator .   (kopf operator: no torch, Ray or Mooncake)
 #   docker build --target worker   -t rewardpool-worker .     (reward worker: torch, Ray, Mooncake, transformers)
+# BASE is any Debian-bookworm-like image with python3 (>= 3.11) and its venv module: the public Python image by
+# default; the dev cluster passes a bookworm base it makes with mmdebstrap (devcluster/images.sh).
 # The worker needs libibverbs at run time (even for tcp) and the RDMA device from the device plugin for rdma.
-# On GPU nodes, build FROM a CUDA base and install the CUDA Mooncake wheel (mooncake-transfer-engine) instead.
+# On GPU nodes install the CUDA Mooncake wheel (mooncake-transfer-engine) instead of the -non-cuda one.
+# Dev tooling (devcluster, benchmarks, tests) is not in either image: only operator/ and worker/ are copied.
+#
+# Build arguments for builds behind a TLS-intercepting proxy or with a shared wheel cache (buildah/podman):
+#   PIP_CERT       a CA bundle path mounted into the build (-v /etc/ssl/certs/ca-certificates.crt:/run/ca.crt:ro)
+#   PIP_CACHE_DIR  a pip cache mounted into the build (-v ~/.cache/pip:/root/.cache/pip); unset = no cache
+ARG BASE=python:3.11-slim-bookworm
 
-FROM python:3.11-slim-bookworm AS base
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
-WORKDIR /src
-COPY pyproject.toml README.md ./
-COPY operator/ operator/
-COPY worker/ worker/
-COPY devcluster/ devcluster/
+FROM ${BASE} AS runtime
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 VIRTUAL_ENV=/opt/rewardpool PATH=/opt/rewardpool/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+RUN python3 -m venv /opt/rewardpool
+WORKDIR /app
+# Requirements from pyproject.toml alone (EXTRAS picks optional groups), so the dependency layer is rebuilt only
+# when the dependencies change, never for a code change.
+COPY pyproject.toml /app/
 
-FROM base AS operator
-RUN pip install . && useradd --uid 65532 --no-create-home nonroot
+FROM runtime AS operator
+ARG PIP_CERT
+ARG PIP_CACHE_DIR
+RUN python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
+      > /app/requirements.txt \
+    && pip install $([ -n "$PIP_CACHE_DIR" ] || echo --no-cache-dir) --progress-bar off -r /app/requirements.txt
+RUN useradd --uid 65532 --no-create-home --shell /usr/sbin/nologin nonroot
+COPY operator/rewardpool_operator /app/rewardpool_operator
+# The worker contract (config, annotations, ports) the operator renders; none of the worker's heavy
+# dependencies are installed here, and the operator imports nothing else from it.
+COPY worker/rewardpool_worker /app/rewardpool_worker
+ENV PYTHONPATH=/app
 USER 65532
-ENTRYPOINT ["rewardpool"]
+ENTRYPOINT ["python3", "-m", "rewardpool_operator.cli"]
 CMD ["operator", "--log-json"]
 
-FROM base AS worker
+FROM runtime AS worker
+ARG PIP_CERT
+ARG PIP_CACHE_DIR
 RUN apt-get update && apt-get install -y --no-install-recommends libibverbs1 ibverbs-providers \
     && rm -rf /var/lib/apt/lists/*
-RUN pip install ".[worker]"
+# The heavy layer (torch with its CUDA libraries from PyPI, Ray, Mooncake, transformers): several GB, built once.
+RUN python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["worker"]))' \
+      > /app/requirements.txt \
+    && pip install $([ -n "$PIP_CACHE_DIR" ] || echo --no-cache-dir) --progress-bar off -r /app/requirements.txt
+COPY worker/rewardpool_worker /app/rewardpool_worker
+RUN rm -f /app/rewardpool_worker/bench_read.py
+ENV PYTHONPATH=/app
 # Root inside the container is what IPC_LOCK applies to (pinning the segment); the pod drops every other
 # capability and is never privileged.
 EXPOSE 8000
-ENTRYPOINT ["rewardpool-worker"]
+ENTRYPOINT ["python3", "-m", "rewardpool_worker.main"]
