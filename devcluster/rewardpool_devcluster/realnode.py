@@ -115,10 +115,9 @@ class RealNode:
 
     @property
     def image_root(self) -> Path:
-        """containerd's root (content and snapshots) outlives the node: kept per network namespace under the
-        cache, so a second start finds the ~6 GB worker image already imported."""
-        return Path(os.environ.get("REWARDPOOL_CACHE", Path.home() / ".cache" / "rewardpool")) / "node" / \
-            f"containerd-{self.key}"
+        """containerd's root (content and snapshots) outlives the node, under the cache, so a second start finds
+        the ~6 GB worker image already imported. One real node per machine uses it at a time (see _claim)."""
+        return _node_cache() / "containerd"
 
     @property
     def sock(self) -> Path:
@@ -163,6 +162,7 @@ class RealNode:
     # ---- lifecycle -------------------------------------------------------------------------------------------
     def start(self, kwok_nodes: list[dict] | None, timeout: float) -> None:
         t = time.monotonic()
+        _claim(self.key)
         self._network()
         self._save_sysctls()
         self.cluster.start(nodes=kwok_nodes, timeout=timeout)
@@ -170,6 +170,7 @@ class RealNode:
         self._write_configs()
         t = time.monotonic()
         self._spawn("containerd", ["containerd", "--config", str(self.cd / "config.toml")])
+        _claim(self.key, self.procs["containerd"].pid)  # the node lives as long as its containerd
         self._wait("containerd", lambda: self.ctr("version", check=False).returncode == 0, 30)
         self.import_images()
         self.timings["containerd_and_images"] = time.monotonic() - t
@@ -212,6 +213,7 @@ class RealNode:
         _cleanup(self.workdir, self.key)
         self._restore_sysctls()
         (self.workdir / "node-state.json").unlink(missing_ok=True)
+        _release(self.key)
         return stopped
 
     # ---- processes -------------------------------------------------------------------------------------------
@@ -311,7 +313,7 @@ class RealNode:
     # ---- configuration ---------------------------------------------------------------------------------------
     def _network(self) -> None:
         def ip(*args, check=True):
-            return subprocess.run(["ip", *args], capture_output=True, text=True, check=check)
+            return subprocess.run(["ip", "-n", self.key, *args], capture_output=True, text=True, check=check)
         ip("link", "set", "lo", "up")
         if ip("link", "show", "rnhost0", check=False).returncode != 0:
             ip("link", "add", "rnhost0", "type", "veth", "peer", "name", MACVLAN_MASTER)
@@ -526,6 +528,7 @@ conntrack: {{maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeo
         _cleanup(workdir, state["key"])
         _restore_sysctls(workdir)
         state_file.unlink()
+        _release(state["key"])
         return stopped
 
 
@@ -620,8 +623,9 @@ def _cleanup(workdir: Path, key: str) -> None:
                 log.warning("cgroup %s not removed: %s", root, e)
     for d in ("cni/ipam", "cni/multus-cache"):
         shutil.rmtree(workdir / d, ignore_errors=True)
-    subprocess.run(["ip", "link", "del", "cni0"], capture_output=True)
-    subprocess.run(["ip", "link", "del", "rnhost0"], capture_output=True)
+    if Path(f"/run/netns/{key}").exists():  # the node's links, in its namespace (never the host's)
+        for link in ("cni0", "rnhost0"):
+            subprocess.run(["ip", "-n", key, "link", "del", link], capture_output=True)
     # containerd 1.6 makes /run/containerd/{s,fifo,runc} whatever its config says: remove them when empty
     for d in sorted(Path("/run/containerd").rglob("*"), key=lambda p: len(p.parts), reverse=True) \
             if Path("/run/containerd").is_dir() else []:
@@ -630,6 +634,30 @@ def _cleanup(workdir: Path, key: str) -> None:
                 d.rmdir()
             except OSError:
                 pass
+
+
+def _node_cache() -> Path:
+    return Path(os.environ.get("REWARDPOOL_CACHE", Path.home() / ".cache" / "rewardpool")) / "node"
+
+
+def _claim(key: str, pid: int | None = None) -> None:
+    """One real node per machine: its containerd root (images), the host sysctls it saves and restores and
+    the kubelet's host-wide settings are machine state. A second one (another namespace) is refused, naming
+    the first, unless that one's process is gone."""
+    owner = _node_cache() / "owner.json"
+    owner.parent.mkdir(parents=True, exist_ok=True)
+    if owner.exists():
+        cur = json.loads(owner.read_text())
+        if cur["netns"] != key and _alive(cur["pid"]) and Path(f"/run/netns/{cur['netns']}").exists():
+            raise RealNodeError(f"a real node is already running in network namespace {cur['netns']} (started by pid "
+                                f"{cur['pid']}); stop it first (`make down` for the demo)")
+    owner.write_text(json.dumps({"netns": key, "pid": pid or os.getpid()}))
+
+
+def _release(key: str) -> None:
+    owner = _node_cache() / "owner.json"
+    if owner.exists() and json.loads(owner.read_text())["netns"] == key:
+        owner.unlink()
 
 
 def _netns_name() -> str:

@@ -130,7 +130,9 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
     from .hosting import start_actor
 
     hostname = local_hostname(cfg.store.protocol, cfg.network_attachment,
-                              os.environ.get("REWARDPOOL_ANNOTATIONS_FILE", ANNOTATIONS_FILE))
+                              os.environ.get("REWARDPOOL_ANNOTATIONS_FILE", ANNOTATIONS_FILE),
+                              wait=float(os.environ.get("REWARDPOOL_NETWORK_WAIT", "90")))
+    log.info("store client and Ray node address: %s", hostname)
     connect_ray(cfg, hostname)
     install_signal_handlers(state)  # again: ray.init replaces SIGTERM's handler with its own
     actor = start_actor(cfg, pod, hostname)
