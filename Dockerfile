@@ -40,7 +40,8 @@ CMD ["operator", "--log-json"]
 FROM runtime AS worker
 ARG PIP_CERT
 ARG PIP_CACHE_DIR
-RUN apt-get update && apt-get install -y --no-install-recommends libibverbs1 ibverbs-providers \
+# libibverbs (even for tcp), libcurl and libnuma: what the Mooncake wheels (store client, mooncake_master) link to
+RUN apt-get update && apt-get install -y --no-install-recommends libibverbs1 ibverbs-providers libcurl4 libnuma1 \
     && rm -rf /var/lib/apt/lists/*
 # The heavy layer (torch with its CUDA libraries from PyPI, Ray, Mooncake, transformers): several GB, built once.
 RUN python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["worker"]))' \

@@ -81,6 +81,7 @@ for target in operator worker; do
     for old in $("${B[@]}" images --format '{{.Name}}:{{.Tag}}' | grep "^localhost/rewardpool-$target:dev-" | grep -vx "$ref"); do
       "${B[@]}" rmi "$old" >/dev/null 2>&1 || true
     done
+    "${B[@]}" rmi --prune >/dev/null 2>&1 || true  # dangling layers of earlier builds
     log "built $ref in $(( $(date +%s) - t0 ))s ($("${B[@]}" images --format '{{.Size}}' "$ref" | head -1))"
   fi
   refs+=("$ref")

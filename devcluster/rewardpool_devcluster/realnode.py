@@ -275,6 +275,12 @@ class RealNode:
         """Imports the images containerd lacks, streamed from buildah's storage through a fifo (no tar on disk):
         `imagePullPolicy: IfNotPresent` then finds them; nothing is ever pulled from a registry."""
         have = set(self.ctr("images", "ls", "-q").stdout.split())
+        # earlier builds of the project's images go first (synchronous GC), so their unique layers are not on
+        # disk next to the new ones
+        current = {self.images.operator, self.images.worker}
+        for old in sorted(have):
+            if old.startswith(("localhost/rewardpool-operator:", "localhost/rewardpool-worker:")) and old not in current:
+                self.ctr("images", "rm", "--sync", old, check=False)
         for ref in dict.fromkeys((self.images.pause, self.images.operator, self.images.worker)):
             if ref in have:
                 continue
@@ -293,11 +299,6 @@ class RealNode:
                                     f"({push_err.strip()[-1000:]}); ctr import exited {res.returncode} "
                                     f"({res.stderr.strip()[-1000:]})")
             self.timings[f"import {ref.split('/')[-1].split(':')[0]}"] = time.monotonic() - t
-        # earlier builds of the project's images: remove them so containerd can reclaim their unique layers
-        current = {self.images.operator, self.images.worker}
-        for old in self.ctr("images", "ls", "-q").stdout.split():
-            if old.startswith(("localhost/rewardpool-operator:", "localhost/rewardpool-worker:")) and old not in current:
-                self.ctr("images", "rm", old, check=False)
 
     def _kill_tasks(self) -> None:
         for _ in range(2):
