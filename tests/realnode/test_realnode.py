@@ -5,6 +5,7 @@ disturb the pool (crash a container, delete the operator pod, scale in) and chec
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -104,3 +105,88 @@ def test_outputs_scored_through_real_pods_over_the_secondary_network(kube, node,
     peers_on_net1 = {remote for local, remote in result["tcp_peers"] if local == result["store_hostname"]}
     assert peers_on_net1 & worker_net1, result["tcp_peers"]
     assert not peers_on_net1 & worker_eth0, result["tcp_peers"]
+
+
+def _workers(kube, ns):
+    return [p for p in kube.pods(ns, f"rewardpool.io/pool={POOL}") if not p["metadata"].get("deletionTimestamp")]
+
+
+def _start_job(kube, node, ns, name, **kw):
+    from rewardpool_devcluster.incluster import rollout_job_objects
+
+    kube.apply(rollout_job_objects(name, ns, node.images.worker, POOL, attachment=f"{ns}/macvlan-store", **kw))
+    wait_for(lambda: any(p["status"].get("phase") == "Running" for p in kube.pods(ns, f"job-name={name}")),
+             timeout=120, what=f"job {name} running")
+
+
+def _job_result(kube, ns, name, timeout=400):
+    def done():
+        st = kube.json("job", "-n", ns, name).get("status", {})
+        return st if (st.get("succeeded") or st.get("failed")) else None
+    st = wait_for(done, timeout=timeout, interval=1, what=f"job {name} finished")
+    logs = kube("logs", "-n", ns, f"job/{name}", "--tail=40", check=False).stdout
+    assert st.get("succeeded"), f"job {name} failed ({st}); log tail:\n{logs}"
+    return json.loads(logs.strip().splitlines()[-1])
+
+
+def test_a_crashed_worker_container_restarts_and_nothing_is_lost(kube, node, pool, pool_ns):
+    victim = _workers(kube, pool_ns)[0]
+    name = victim["metadata"]["name"]
+    restarts = victim["status"]["containerStatuses"][0]["restartCount"]
+    cid = victim["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+    _start_job(kube, node, pool_ns, "rollout-crash", samples=8, batch=2, rounds=8, pause=0.5)
+    node.ctr("tasks", "kill", "-s", "KILL", cid)  # the worker process dies (a crash), not a graceful stop
+    result = _job_result(kube, pool_ns, "rollout-crash")
+    assert result["scored"] == 64 and result["released"] == 64 and result["left"] == 0, result
+    # the kubelet restarted the container in the same pod, and it is Ready again
+    wait_for(lambda: (lambda p: p["status"]["containerStatuses"][0]["restartCount"] > restarts
+                      and p["status"]["containerStatuses"][0]["ready"])(kube.json("pod", "-n", pool_ns, name)),
+             timeout=240, interval=1, what=f"{name} restarted and Ready")
+    wait_for(pool_ready(kube, pool_ns, POOL, 2), timeout=240, interval=1, what="the pool back to 2 Ready workers")
+
+
+def test_operator_pod_deleted_mid_reconcile_a_new_one_takes_over_without_duplicates(kube, pool, pool_ns):
+    old = kube.pods("rewardpool-system", "app.kubernetes.io/name=rewardpool-operator")[0]["metadata"]["name"]
+    kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p", '{"spec":{"replicas":3}}')
+    kube("delete", "pod", "-n", "rewardpool-system", old, "--wait=false")
+
+    def new_operator_ready():
+        pods = [p for p in kube.pods("rewardpool-system", "app.kubernetes.io/name=rewardpool-operator")
+                if p["metadata"]["name"] != old and not p["metadata"].get("deletionTimestamp")]
+        return pods if pods and all(c.get("ready") for p in pods for c in p["status"].get("containerStatuses", [])) \
+            else None
+    assert len(wait_for(new_operator_ready, timeout=180, interval=1, what="a new operator pod Ready")) == 1
+    wait_for(pool_ready(kube, pool_ns, POOL, 3), timeout=300, interval=1, what="3 Ready workers")
+    # no duplicates: exactly the 3 it asked for, and they stay 3 over a few resyncs
+    for _ in range(10):
+        assert len(_workers(kube, pool_ns)) == 3
+        time.sleep(1)
+
+
+def test_scale_in_drains_a_real_pod_and_loses_nothing(kube, node, pool, pool_ns):
+    before = {p["metadata"]["name"] for p in _workers(kube, pool_ns)}
+    assert len(before) == 3
+    _start_job(kube, node, pool_ns, "rollout-scalein", samples=8, batch=2, rounds=10, pause=0.5)
+    kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p", '{"spec":{"replicas":2}}')
+    result = _job_result(kube, pool_ns, "rollout-scalein")
+    assert result["scored"] == 80 and result["released"] == 80 and result["left"] == 0, result
+    after = wait_for(pool_ready(kube, pool_ns, POOL, 2), timeout=400, interval=1, what="2 workers after scale-in")
+    gone = before - {p["metadata"]["name"] for p in after}
+    assert len(gone) == 1
+    # the removed worker drained: its log says so (SIGTERM or the operator's drain), and it exited cleanly
+    ev = kube("get", "events", "-n", pool_ns, "-o", "json").stdout
+    assert any(g in ev for g in gone)
+
+
+def test_a_missing_image_shows_in_the_pool_status(kube, node, rns):
+    from rewardpool_devcluster.incluster import real_node_pool
+
+    obj = real_node_pool("noimage", rns, "localhost/rewardpool-worker:not-on-this-node", replicas=1)
+    kube.apply([obj])
+
+    def degraded_with_pull_failure():
+        st = kube.json("rewardpool", "-n", rns, "noimage").get("status", {})
+        return next((c for c in st.get("conditions", []) if c["type"] == "Degraded" and c["status"] == "True"
+                     and "ImagePull" in c.get("message", "")), None)
+    cond = wait_for(degraded_with_pull_failure, timeout=180, interval=1, what="Degraded: image pull failed")
+    assert "not-on-this-node" in cond["message"]
