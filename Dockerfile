@@ -7,6 +7,8 @@
 # The worker needs libibverbs at run time (even for tcp) and the RDMA device from the device plugin for rdma.
 # On GPU nodes install the CUDA Mooncake wheel (mooncake-transfer-engine) instead of the -non-cuda one.
 # Dev tooling (devcluster, benchmarks, tests) is not in either image: only operator/ and worker/ are copied.
+# The *-deps stages hold the dependencies alone (keyed by pyproject.toml): a code change rebuilds only the
+# last layers, and the dev cluster tags them so a cache prune keeps them.
 #
 # Build arguments for builds behind a TLS-intercepting proxy or with a shared wheel cache (buildah/podman):
 #   PIP_CERT       a CA bundle path mounted into the build (-v /etc/ssl/certs/ca-certificates.crt:/run/ca.crt:ro)
@@ -17,17 +19,19 @@ FROM ${BASE} AS runtime
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 VIRTUAL_ENV=/opt/rewardpool PATH=/opt/rewardpool/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 RUN python3 -m venv /opt/rewardpool
 WORKDIR /app
-# Requirements from pyproject.toml alone (EXTRAS picks optional groups), so the dependency layer is rebuilt only
+# Requirements from pyproject.toml alone, so the dependency layers are rebuilt only
 # when the dependencies change, never for a code change.
 COPY pyproject.toml /app/
 
-FROM runtime AS operator
+FROM runtime AS operator-deps
 ARG PIP_CERT
 ARG PIP_CACHE_DIR
 RUN python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
       > /app/requirements.txt \
     && pip install $([ -n "$PIP_CACHE_DIR" ] || echo --no-cache-dir) --progress-bar off -r /app/requirements.txt
 RUN useradd --uid 65532 --no-create-home --shell /usr/sbin/nologin nonroot
+
+FROM operator-deps AS operator
 COPY operator/rewardpool_operator /app/rewardpool_operator
 # The worker contract (config, annotations, ports) the operator renders; none of the worker's heavy
 # dependencies are installed here, and the operator imports nothing else from it.
@@ -37,7 +41,7 @@ USER 65532
 ENTRYPOINT ["python3", "-m", "rewardpool_operator.cli"]
 CMD ["operator", "--log-json"]
 
-FROM runtime AS worker
+FROM runtime AS worker-deps
 ARG PIP_CERT
 ARG PIP_CACHE_DIR
 # libibverbs (even for tcp), libcurl and libnuma: what the Mooncake wheels (store client, mooncake_master) link to
@@ -47,6 +51,8 @@ RUN apt-get update && apt-get install -y --no-install-recommends libibverbs1 ibv
 RUN python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["worker"]))' \
       > /app/requirements.txt \
     && pip install $([ -n "$PIP_CACHE_DIR" ] || echo --no-cache-dir) --progress-bar off -r /app/requirements.txt
+
+FROM worker-deps AS worker
 COPY worker/rewardpool_worker /app/rewardpool_worker
 RUN rm -f /app/rewardpool_worker/bench_read.py
 ENV PYTHONPATH=/app
