@@ -85,7 +85,8 @@ def test_worker_pods_are_real_containers_with_the_pod_contract(kube, node, pool,
         health = json.loads(kube.exec(pool_ns, name, "python3", "-c",
                                       "import urllib.request;print(urllib.request.urlopen("
                                       "'http://127.0.0.1:8000/healthz').read().decode())"))
-        assert health["store_hostname"] == net1  # the store client is bound to the secondary network
+        # the store client is bound to the secondary network (its segment is announced as net1:port)
+        assert health["store_hostname"].rsplit(":", 1)[0] == net1, health
 
 
 def test_outputs_scored_through_real_pods_over_the_secondary_network(kube, node, pool, pool_ns):
@@ -101,8 +102,9 @@ def test_outputs_scored_through_real_pods_over_the_secondary_network(kube, node,
         st = json.loads(pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/network-status"])
         worker_net1.add(next(n["ips"][0] for n in st if n.get("interface") == "net1"))
         worker_eth0.add(pod["status"]["podIP"])
-    assert result["store_hostname"].startswith("10.252."), result
-    peers_on_net1 = {remote for local, remote in result["tcp_peers"] if local == result["store_hostname"]}
+    job_net1 = result["store_hostname"].rsplit(":", 1)[0]
+    assert job_net1.startswith("10.252."), result
+    peers_on_net1 = {remote for local, remote in result["tcp_peers"] if local == job_net1}
     assert peers_on_net1 & worker_net1, result["tcp_peers"]
     assert not peers_on_net1 & worker_eth0, result["tcp_peers"]
 
