@@ -69,7 +69,13 @@ def demo() -> int:
             return 1
         print("    ...", k("get", "pods", "-n", ns, "--no-headers", check=False).stdout.strip().replace("\n", "\n    ... "),
               flush=True)
-    step(f"pool Ready {time.monotonic() - t_apply:.0f}s after apply")
+    step(f"pool Ready {time.monotonic() - t_apply:.1f}s after apply (2 real containers, image present)")
+    from .incluster import startup_breakdown
+    pods = json.loads(k("get", "pods", "-n", ns, "-l", "rewardpool.io/pool=pickscore-demo", "-o", "json").stdout)["items"]
+    for pod in pods:
+        print(f"    start-up of {pod['metadata']['name']}:")
+        for phase, secs in startup_breakdown(k, ns, pod):
+            print(f"      {secs:6.1f}s  {phase}")
     step("a rollout job puts 32 generated videos (LTX-2.3-shaped uint8 tensors, scaled down) into the store, "
          "scores them through the pool client, releases them")
     apply(rollout_job_objects("rollout", ns, node.images.worker, "pickscore-demo", samples=32, frames=9, height=128,
@@ -80,12 +86,13 @@ def demo() -> int:
         if st.get("succeeded") or st.get("failed") or time.monotonic() > deadline:
             break
         time.sleep(1)
-    logs = k("logs", "-n", ns, "job/rollout", "--tail=20", check=False).stdout
+    logs = k("logs", "-n", ns, "job/rollout", "--tail=200", check=False).stdout
     if not st.get("succeeded"):
         print(logs)
         step("the rollout job failed (log above)")
         return 1
-    r = json.loads(logs.strip().splitlines()[-1])
+    from .incluster import job_result
+    r = job_result(logs)
     print()
     print(f"scored {r['scored']} outputs in {r['seconds']:.2f} s ({r['scored'] / r['seconds']:.1f} outputs/s) "
           f"across {r['workers']} workers; {r['left']} left in the store")

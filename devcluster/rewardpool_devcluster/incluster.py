@@ -9,6 +9,7 @@ usually their own charts). The dev cluster creates them here, from the worker im
 from __future__ import annotations
 
 import copy
+import json
 
 from .realnode import NODE_LABEL, TOLERATION
 
@@ -120,3 +121,51 @@ def rollout_job_objects(name: str, namespace: str, image: str, pool: str, *, sam
                "volumes": [{"name": "script", "configMap": {"name": f"{name}-script"}},
                            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "512Mi"}}]}}}}
     return [cm, job]
+
+
+def _ts(s: str) -> float:
+    from datetime import datetime
+    s = s.rstrip("Z")
+    if "." in s:
+        head, frac = s.split(".", 1)
+        s = f"{head}.{frac[:6]}"
+        return datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%f").timestamp()
+    return datetime.strptime(s, "%Y-%m-%dT%H:%M:%S").timestamp()
+
+
+STARTUP_MARKS = [  # (phase name, a substring of the worker's log line that ends it)
+    ("python + imports, network-status read", "store client and Ray node address"),
+    ("first Ray connect attempt (no local node)", "Connecting to existing Ray cluster"),
+    ("ray start (a Ray node in the pod joins the head)", "Ray runtime started"),
+    ("ray.init to the cluster", "Connected to Ray cluster"),
+    ("actor: store client, registered buffer, scorer loaded", "worker ready:"),
+]
+
+
+def startup_breakdown(kubectl, namespace: str, pod: dict) -> list[tuple[str, float]]:
+    """Seconds per start-up phase of one worker pod, from the pod's conditions and its log (kubectl logs
+    --timestamps): scheduled -> container started -> the worker's own phases -> Ready (readiness probe)."""
+    conds = {c["type"]: _ts(c["lastTransitionTime"]) for c in pod["status"].get("conditions", [])}
+    created = _ts(pod["metadata"]["creationTimestamp"])
+    started = _ts(pod["status"]["containerStatuses"][0]["state"]["running"]["startedAt"])
+    logs = kubectl("logs", "-n", namespace, pod["metadata"]["name"], "--timestamps", check=False).stdout.splitlines()
+    out, last = [("pod created -> container started (sandbox, CNI + Multus, volumes)", started - created)], started
+    for name, mark in STARTUP_MARKS:
+        line = next((ln for ln in logs if mark in ln), None)
+        if line is None:
+            continue
+        t = _ts(line.split(" ", 1)[0])
+        out.append((name, t - last))
+        last = t
+    if "Ready" in conds:
+        out.append(("readiness probe sees /readyz 200 (period 5 s)", max(0.0, conds["Ready"] - last)))
+        out.append(("total: pod created -> Ready", conds["Ready"] - created))
+    return out
+
+
+def job_result(logs: str) -> dict:
+    """The rollout job's result line (`ROLLOUT_RESULT {...}`) from its log."""
+    line = next((ln for ln in reversed(logs.splitlines()) if ln.startswith("ROLLOUT_RESULT ")), None)
+    if line is None:
+        raise ValueError(f"no ROLLOUT_RESULT line in the rollout job's log:\n{logs[-3000:]}")
+    return json.loads(line.split(" ", 1)[1])

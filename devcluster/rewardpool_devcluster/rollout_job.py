@@ -114,7 +114,7 @@ def main() -> int:
             time.sleep(args.pause)
     peers = tcp_peers()
     left = sum(store.exists(k) for k in keys)
-    print(json.dumps({"scored": len(scores), "seconds": round(t_score, 3), "setup_seconds": round(t_setup, 3),
+    print("ROLLOUT_RESULT " + json.dumps({"scored": len(scores), "seconds": round(t_score, 3), "setup_seconds": round(t_setup, 3),
                       "workers": len(set(client.served)), "served": dict(client.served),
                       "retries": client.retries, "released": releaser.stats.released,
                       "release_failures": releaser.stats.release_failures, "pending": releaser.pending,

@@ -107,6 +107,7 @@ def run_job(kube, node, ns, name, pool, timeout=300, **kw):
         if st.get("succeeded") or st.get("failed"):
             break
         time.sleep(1)
-    logs = kube("logs", "-n", ns, f"job/{name}", "--tail=50", check=False).stdout
+    logs = kube("logs", "-n", ns, f"job/{name}", "--tail=200", check=False).stdout
     assert st.get("succeeded"), f"rollout job {name} did not succeed ({st}); log tail:\n{logs}"
-    return json.loads(logs.strip().splitlines()[-1])
+    from rewardpool_devcluster.incluster import job_result
+    return job_result(logs)

@@ -126,9 +126,10 @@ def _job_result(kube, ns, name, timeout=400):
         st = kube.json("job", "-n", ns, name).get("status", {})
         return st if (st.get("succeeded") or st.get("failed")) else None
     st = wait_for(done, timeout=timeout, interval=1, what=f"job {name} finished")
-    logs = kube("logs", "-n", ns, f"job/{name}", "--tail=40", check=False).stdout
+    logs = kube("logs", "-n", ns, f"job/{name}", "--tail=200", check=False).stdout
     assert st.get("succeeded"), f"job {name} failed ({st}); log tail:\n{logs}"
-    return json.loads(logs.strip().splitlines()[-1])
+    from rewardpool_devcluster.incluster import job_result
+    return job_result(logs)
 
 
 def test_a_crashed_worker_container_restarts_and_nothing_is_lost(kube, node, pool, pool_ns):
