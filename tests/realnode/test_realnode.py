@@ -89,24 +89,34 @@ def test_worker_pods_are_real_containers_with_the_pod_contract(kube, node, pool,
         assert health["store_hostname"].rsplit(":", 1)[0] == net1, health
 
 
+def _net_bytes(kube, ns, pod) -> dict[str, tuple[int, int]]:
+    """(rx, tx) bytes per interface inside a pod (/proc/net/dev of its network namespace)."""
+    out = {}
+    for line in kube.exec(ns, pod, "cat", "/proc/net/dev").splitlines()[2:]:
+        name, _, rest = line.partition(":")
+        f = rest.split()
+        out[name.strip()] = (int(f[0]), int(f[8]))
+    return out
+
+
 def test_outputs_scored_through_real_pods_over_the_secondary_network(kube, node, pool, pool_ns):
-    result = run_job(kube, node, pool_ns, "rollout-1", POOL, samples=16, batch=4,
-                     attachment=f"{pool_ns}/macvlan-store")
-    assert result["scored"] == 16 and result["released"] == 16 and result["left"] == 0, result
+    names = [p["metadata"]["name"] for p in pool]
+    before = {n: _net_bytes(kube, pool_ns, n) for n in names}
+    samples, frames, height, width = 16, 9, 64, 96
+    result = run_job(kube, node, pool_ns, "rollout-1", POOL, samples=samples, frames=frames, height=height,
+                     width=width, batch=4, attachment=f"{pool_ns}/macvlan-store")
+    assert result["scored"] == samples and result["released"] == samples and result["left"] == 0, result
     assert result["workers"] == 2, result  # both real pods scored
-    # store traffic: the job's segment is on its net1 address, and the workers that read from it connected
-    # from theirs (secondary network), never from their pod (eth0) addresses
-    worker_net1 = set()
-    worker_eth0 = set()
-    for pod in pool:
-        st = json.loads(pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/network-status"])
-        worker_net1.add(next(n["ips"][0] for n in st if n.get("interface") == "net1"))
-        worker_eth0.add(pod["status"]["podIP"])
+    # store traffic on the secondary network: the job announced its segment on its net1 address, and the
+    # workers' net1 interfaces received at least every output's bytes (eth0 carries only Ray's RPCs)
     job_net1 = result["store_hostname"].rsplit(":", 1)[0]
     assert job_net1.startswith("10.252."), result
-    peers_on_net1 = {remote for local, remote in result["tcp_peers"] if local == job_net1}
-    assert peers_on_net1 & worker_net1, result["tcp_peers"]
-    assert not peers_on_net1 & worker_eth0, result["tcp_peers"]
+    after = {n: _net_bytes(kube, pool_ns, n) for n in names}
+    net1_rx = sum(after[n]["net1"][0] - before[n]["net1"][0] for n in names)
+    eth0_rx = sum(after[n]["eth0"][0] - before[n]["eth0"][0] for n in names)
+    payload = samples * frames * 3 * height * width
+    assert net1_rx >= payload, (net1_rx, eth0_rx, payload)
+    assert eth0_rx < payload, (net1_rx, eth0_rx, payload)
 
 
 def _workers(kube, ns):
@@ -181,7 +191,7 @@ def test_scale_in_drains_a_real_pod_and_loses_nothing(kube, node, pool, pool_ns)
     assert any(g in ev for g in gone)
 
 
-def test_a_missing_image_shows_in_the_pool_status(kube, node, rns):
+def test_a_missing_image_shows_in_the_pool_status(kube, node, incluster_operator, rns):
     from rewardpool_devcluster.incluster import real_node_pool
 
     obj = real_node_pool("noimage", rns, "localhost/rewardpool-worker:not-on-this-node", replicas=1)
