@@ -19,9 +19,14 @@ def node(tmp_path_factory):
     from rewardpool_devcluster.nodes import default_nodes
     from rewardpool_devcluster.realnode import RealNode
 
+    from rewardpool_devcluster.realnode import SYSCTLS, _sysctl
+
+    host_before = {k: _sysctl(k) for k in SYSCTLS}
     n = RealNode.create(tmp_path_factory.mktemp("realnode"), kwok_nodes=default_nodes())
     yield n
     n.stop()
+    # the host-wide sysctls the kubelet rewrote are back
+    assert {k: _sysctl(k) for k in SYSCTLS} == host_before
 
 
 class Kube:
