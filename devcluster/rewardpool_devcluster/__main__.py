@@ -98,6 +98,7 @@ def demo() -> int:
           f"across {r['workers']} workers; {r['left']} left in the store")
     print(f"first scores: {r['first_scores']}")
     print()
+    print(k("get", "nodes", "-o", "wide").stdout)  # the real node next to the kwok ones
     print(k("get", "rp", "-A").stdout)
     print(k("get", "pods", "-A", "-o", "wide").stdout)
     print(f"export KUBECONFIG={cluster.kubeconfig}   # kubectl from inside the namespace: "
