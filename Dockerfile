@@ -5,7 +5,12 @@
 # BASE is any Debian-bookworm-like image with python3 (>= 3.11) and its venv module: the public Python image by
 # default; the dev cluster passes a bookworm base it makes with mmdebstrap (devcluster/images.sh).
 # The worker needs libibverbs at run time (even for tcp) and the RDMA device from the device plugin for rdma.
-# On GPU nodes install the CUDA Mooncake wheel (mooncake-transfer-engine) instead of the -non-cuda one.
+#
+# GPU nodes: the same worker image scores on GPUs. The PyPI torch wheel for Linux x86_64 carries its CUDA
+# runtime (cuDNN, cuBLAS, NCCL as pip packages); the NVIDIA container toolkit mounts the driver into the
+# container when the pod requests nvidia.com/gpu (spec.scorer.gpus). No CUDA base image is needed. For
+# GPUDirect RDMA into GPU memory, build with the CUDA build of Mooncake:
+#   docker build --target worker --build-arg MOONCAKE_WHEEL=mooncake-transfer-engine -t rewardpool-worker:cuda .
 # Dev tooling (devcluster, benchmarks, tests) is not in either image: only operator/ and worker/ are copied.
 # The *-deps stages hold the dependencies alone (keyed by pyproject.toml): a code change rebuilds only the
 # last layers, and the dev cluster tags them so a cache prune keeps them.
@@ -51,11 +56,22 @@ RUN apt-get update && apt-get install -y --no-install-recommends libibverbs1 ibv
 RUN python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["worker"]))' \
       > /app/requirements.txt \
     && pip install $([ -n "$PIP_CACHE_DIR" ] || echo --no-cache-dir) --progress-bar off -r /app/requirements.txt
+# mooncake-transfer-engine-non-cuda (the default, CPU memory only) or mooncake-transfer-engine (CUDA build);
+# both install the same `mooncake` package, so the extra's wheel is swapped for the one asked for (declared
+# after the heavy layer, so the default build reuses it).
+ARG MOONCAKE_WHEEL=mooncake-transfer-engine-non-cuda
+RUN if [ "$MOONCAKE_WHEEL" != "mooncake-transfer-engine-non-cuda" ]; then \
+      pip uninstall -y mooncake-transfer-engine-non-cuda \
+      && pip install $([ -n "$PIP_CACHE_DIR" ] || echo --no-cache-dir) "$MOONCAKE_WHEEL"; fi
 
 FROM worker-deps AS worker
 COPY worker/rewardpool_worker /app/rewardpool_worker
-RUN rm -f /app/rewardpool_worker/bench_read.py
+RUN rm -f /app/rewardpool_worker/bench_*.py
 ENV PYTHONPATH=/app
+# Many threads (Ray calls, the store client, torch) would each get a malloc arena that keeps what its thread
+# freed; capping the arenas keeps that retained memory out of the pod's budget (the scorer itself runs in
+# one thread for the same reason, see worker/rewardpool_worker/actor.py).
+ENV MALLOC_ARENA_MAX=2
 # Root inside the container is what IPC_LOCK applies to (pinning the segment); the pod drops every other
 # capability and is never privileged.
 EXPOSE 8000

@@ -1,12 +1,17 @@
 """`rewardpool bench autoscale`: the origin's LTX-2.3 rollout, time-compressed and scaled to this machine, run
 through the whole system (control plane, operator, a real worker process per kwok pod, mooncake_master,
-Ray), once with one fixed worker and once with the built-in autoscaler, side by side in one run.
+Ray), in several configurations side by side in one run: one fixed worker, N fixed workers (N = what the
+autoscaler peaked at), the built-in autoscaler, and the autoscaler with the rollout hint
+(`rewardpool_worker.demand.expect` at each rollout's start).
 
 Origin figures: 64 videos of 269 MB a rollout; generation done ~2.3 min into the rollout; scoring takes 7.5
-min with one PickScore actor (7.0 s a video). Here time runs 60x faster (2.3 s of generation, 0.117 s a
-video) and outputs are 100x smaller (2.69 MB). Reported per configuration: rollout times, the store's peak
-bytes, put failures (the engine retries them, which regenerates) and evictions. Run it with
-scripts/in-netns.sh (Ray needs the loopback-only namespace)."""
+min with one PickScore actor (7.0 s a video). Here time runs `--compress` times faster (default 10: 13.8 s of
+generation, 0.70 s a video) and outputs are 100x smaller (2.69 MB). A rollout cannot end before its last
+output is generated and scored: the generation-bound time is generation + one video's scoring, and each
+rollout is reported as a ratio to it. Worker start-up (pod created -> its actor serving) is measured and
+reported on its own, not hidden in the rollout times. Per rollout: time and ratio, the store's peak, put
+failures (the engine retries them, which regenerates), outputs evicted before scoring, scale events; per
+configuration: batches per worker. Run it with scripts/in-netns.sh (Ray needs the loopback-only namespace)."""
 from __future__ import annotations
 
 import json
@@ -15,6 +20,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import as_completed
+from datetime import datetime, timezone
 from pathlib import Path
 
 from .cluster import REPO, LocalCluster
@@ -22,58 +28,87 @@ from .fleet import WorkerFleet
 from .mooncake import Master, Producer
 from .stack import OperatorProcess, helm_install, service_account_kubeconfig
 
-COMPRESS = 60
-SAMPLES, GEN_S, SCORE_S_PER_VIDEO = 64, 2.3 * 60 / COMPRESS, 7.5 * 60 / 64 / COMPRESS
+SAMPLES, GEN_MIN, SCORE_MIN = 64, 2.3, 7.5  # origin: generation done at 2.3 min; 7.5 min of scoring a rollout
 OUTPUT_BYTES = 2_690_000  # 269 MB / 100
 SHAPE = (OUTPUT_BYTES // 4,)  # float32
+COMPRESS = float(os.environ.get("REWARDPOOL_BENCH_COMPRESS", "10"))  # read by the workers' scorer too
+
+
+def gen_s(compress: float = COMPRESS) -> float:
+    return GEN_MIN * 60 / compress
+
+
+def score_s(compress: float = COMPRESS) -> float:
+    return SCORE_MIN * 60 / SAMPLES / compress
 
 
 class LtxTimingScorer:
-    """Scores like the origin's PickScore actor in time only: 7.0 s a video, compressed 60x."""
+    """Scores like the origin's PickScore actor in time only: 7.0 s a video, compressed."""
 
     def score_batch(self, outputs, prompts):
-        time.sleep(SCORE_S_PER_VIDEO * len(outputs))
+        time.sleep(score_s() * len(outputs))
         return [float(o.float().mean()) for o in outputs]
 
 
-def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Producer, ray_address: str,
-         rollouts: int, log_dir: Path) -> dict:
+def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Producer, rollouts: int,
+         log_dir: Path, gap: float, hint: bool) -> dict:
+    from rewardpool_worker import demand
     from rewardpool_worker.client import Releaser, RewardPoolClient
     from rewardpool_worker.config import StoreConfig
     from rewardpool_worker.store import Store
 
     store = Store.connect(StoreConfig(master=master.address, protocol="tcp", segment_bytes=0,
                                       local_buffer_bytes=16 << 20), "127.0.0.1")
-    peak, replicas_seen, stop = [0.0], [], threading.Event()
+    peak, stop = [0.0], threading.Event()
+    replicas_at: list[tuple[float, int]] = []
+    pod_created: dict[str, float] = {}
+    startup: dict[str, float] = {}
+    client = RewardPoolClient(name, ns, refresh_seconds=1)
+    prefix = f"rewardpool:{ns}/{name}:"
 
     def watch():
         while not stop.wait(0.2):
             m = master.metrics()
             peak[0] = max(peak[0], m.get("master_allocated_bytes", 0))
             try:
-                replicas_seen.append(co.get_namespaced_custom_object("rewardpool.io", "v1alpha1", ns, "rewardpools",
-                                                                     name)["spec"]["replicas"])
+                r = co.get_namespaced_custom_object("rewardpool.io", "v1alpha1", ns, "rewardpools", name)["spec"]["replicas"]
+                if not replicas_at or replicas_at[-1][1] != r:
+                    replicas_at.append((time.monotonic(), r))
+                for p in core.list_namespaced_pod(ns, label_selector=f"rewardpool.io/pool={name}").items:
+                    if p.metadata.name not in pod_created:  # wall clock to monotonic, once per pod
+                        age = datetime.now(timezone.utc).timestamp() - p.metadata.creation_timestamp.timestamp()
+                        pod_created[p.metadata.name] = time.monotonic() - max(age, 0.0)
+                for member in client.refresh():
+                    pod = member[len(prefix):]
+                    if pod in pod_created and pod not in startup:
+                        startup[pod] = time.monotonic() - pod_created[pod]
             except Exception:
                 pass
 
     evicted0 = master.metrics().get("master_evicted_key_count", 0)
-    with WorkerFleet(core, ns, name, log_dir, env={"PYTHONPATH": str(REPO)}):
+    with WorkerFleet(core, ns, name, log_dir, env={"PYTHONPATH": str(REPO),
+                                                   "REWARDPOOL_BENCH_COMPRESS": str(COMPRESS)}):
+        t_create = time.monotonic()
         co.create_namespaced_custom_object("rewardpool.io", "v1alpha1", ns, "rewardpools", {
             "apiVersion": "rewardpool.io/v1alpha1", "kind": "RewardPool", "metadata": {"name": name}, "spec": spec})
-        client = RewardPoolClient(name, ns, refresh_seconds=1)
-        deadline = time.monotonic() + 120
-        while not client.refresh():
-            if time.monotonic() > deadline:
-                raise SystemExit(f"{name}: no worker came up")
-            time.sleep(0.5)
         threading.Thread(target=watch, daemon=True).start()
-        releaser, put_failures, lost, rollout_s, peaks = Releaser(store), 0, 0, [], []
+        deadline = time.monotonic() + 180
+        while len(client.refresh()) < spec["replicas"]:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{name}: the workers did not come up")
+            time.sleep(0.5)
+        first_ready_s = time.monotonic() - t_create
+        releaser, per_rollout = Releaser(store), []
+        ideal = gen_s() + score_s()
         for r in range(rollouts):
             t0 = time.monotonic()
-            peak[0] = 0.0
+            peak[0], put_failures, lost = 0.0, 0, 0
+            evicted_before = master.metrics().get("master_evicted_key_count", 0)
+            if hint:
+                demand.expect(name, ns, SAMPLES, ttl_seconds=ideal * 4)
             futures = {}
             for i in range(SAMPLES):  # the engine: outputs come out evenly over the generation time
-                target = t0 + GEN_S * (i + 1) / SAMPLES
+                target = t0 + gen_s() * (i + 1) / SAMPLES
                 time.sleep(max(0.0, target - time.monotonic()))
                 while True:
                     try:
@@ -84,26 +119,32 @@ def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Pro
                         time.sleep(0.05)
                 releaser.expect([ref])
                 futures[client.submit([ref], ["a video"])] = ref
-            for fut in as_completed(futures, timeout=600):
+            for fut in as_completed(futures, timeout=900):
                 try:
                     fut.result()
                 except Exception:  # evicted before it was read: the engine would regenerate it
                     lost += 1
                 releaser.rewarded([futures[fut]])
-            rollout_s.append(time.monotonic() - t0)
-            peaks.append(int(peak[0]))
-            print(f"  {name}: rollout {r + 1}/{rollouts} in {rollout_s[-1]:.1f}s "
-                  f"(replicas now {replicas_seen[-1] if replicas_seen else '?'})", flush=True)
+            took = time.monotonic() - t0
+            if hint:
+                demand.expect(name, ns, 0)
+            events = [(round(t - t0, 1), n) for t, n in replicas_at if t0 <= t <= t0 + took]
+            per_rollout.append({"s": round(took, 2), "ratio_to_generation_bound": round(took / ideal, 2),
+                                "store_peak_outputs": round(peak[0] / OUTPUT_BYTES, 1), "put_failures": put_failures,
+                                "evicted_before_scoring": lost, "store_evictions": int(
+                                    master.metrics().get("master_evicted_key_count", 0) - evicted_before),
+                                "scale_events": events})
+            print(f"  {name}: rollout {r + 1}/{rollouts} in {took:.1f}s ({took / ideal:.2f}x the generation "
+                  f"bound; replicas now {replicas_at[-1][1] if replicas_at else '?'})", flush=True)
+            time.sleep(gap)
         stop.set()
         co.delete_namespaced_custom_object("rewardpool.io", "v1alpha1", ns, "rewardpools", name)
     store.close()
-    return {"rollout_s": [round(x, 2) for x in rollout_s],
-            "rollout_s_uncompressed_min": [round(x * COMPRESS / 60, 2) for x in rollout_s],
-            "store_peak_bytes": peaks, "store_peak_outputs": [round(p / OUTPUT_BYTES, 1) for p in peaks],
-            "put_failures": put_failures, "outputs_lost_before_scoring": lost,
-            "evictions": int(master.metrics().get("master_evicted_key_count", 0) - evicted0),
-            "released": releaser.stats.released, "max_replicas": max(replicas_seen or [0]),
-            "batches_per_worker": dict(client.served)}
+    return {"rollouts": per_rollout, "first_workers_ready_s": round(first_ready_s, 1),
+            "worker_startup_s": sorted(round(v, 1) for v in startup.values()),
+            "max_replicas": max([n for _, n in replicas_at] or [spec["replicas"]]),
+            "released": releaser.stats.released, "batches_per_worker": dict(client.served),
+            "total_evictions": int(master.metrics().get("master_evicted_key_count", 0) - evicted0)}
 
 
 def bench_autoscale(args) -> int:
@@ -112,6 +153,9 @@ def bench_autoscale(args) -> int:
     from kubernetes import client, config
 
     urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+    global COMPRESS
+    COMPRESS = args.compress
+    os.environ["REWARDPOOL_BENCH_COMPRESS"] = str(args.compress)
     os.environ.setdefault("MC_TCP_BIND_ADDRESS", "127.0.0.1")
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     with tempfile.TemporaryDirectory(prefix="rewardpool-bench-as-") as tmp:
@@ -126,6 +170,7 @@ def bench_autoscale(args) -> int:
                  log_to_driver=False)
         try:
             helm_install(cluster)
+            os.environ["KUBECONFIG"] = str(cluster.kubeconfig)  # the demand hint writes the pool annotation
             op = OperatorProcess(service_account_kubeconfig(cluster), tmp / "operator.log").start()
             api = config.new_client_from_config(str(cluster.kubeconfig))
             co, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
@@ -138,15 +183,29 @@ def bench_autoscale(args) -> int:
                     "ray": {"address": ray.get_runtime_context().gcs_address, "namespace": "rewardpool"},
                     "drainTimeoutSeconds": 30}
             results = {}
-            for name, extra in (("fixed", {}), ("autoscaled", {"autoscaling": {
-                    "enabled": True, "minReplicas": 1, "maxReplicas": args.max_workers, "targetQueueDepth": 4,
-                    "scaleDownDelaySeconds": 3}})):
+            auto = {"enabled": True, "minReplicas": 1, "maxReplicas": args.max_workers, "targetQueueDepth": 4}
+            configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+            # fixed-n takes the autoscaler's peak: run the autoscaled configurations first.
+            order = sorted(configs, key=lambda c: c.startswith("fixed"))
+            for name in order:
+                if name == "fixed-1":
+                    extra, hint = {"replicas": 1}, False
+                elif name == "fixed-n":
+                    peak = max([results[c]["max_replicas"] for c in results if c.startswith("autoscaled")]
+                               or [args.max_workers])
+                    extra, hint = {"replicas": peak}, False
+                else:
+                    extra, hint = {"autoscaling": auto}, name.endswith("hint")
                 print(f"{name}: {args.rollouts} rollouts of {SAMPLES} outputs", flush=True)
-                results[name] = _run(co, core, "bench", name, {**base, **extra}, master, producer,
-                                     base["ray"]["address"], args.rollouts, tmp)
-            print(json.dumps({"time_compression": COMPRESS, "output_bytes": OUTPUT_BYTES, "samples": SAMPLES,
-                              "generation_s": round(GEN_S, 2), "score_s_per_output": round(SCORE_S_PER_VIDEO, 3),
-                              **results}, indent=2))
+                results[name] = _run(co, core, "bench", name, {**base, **extra}, master, producer, args.rollouts,
+                                     tmp, args.gap, hint)
+            out = {"time_compression": COMPRESS, "output_bytes": OUTPUT_BYTES, "samples": SAMPLES,
+                   "generation_s": round(gen_s(), 2), "score_s_per_output": round(score_s(), 3),
+                   "generation_bound_s": round(gen_s() + score_s(), 2), "gap_s": args.gap,
+                   **{c: results[c] for c in configs}}
+            print(json.dumps(out, indent=2))
+            if args.out:
+                Path(args.out).write_text(json.dumps(out, indent=2))
         finally:
             if op:
                 op.stop()

@@ -1,8 +1,12 @@
-"""`rewardpool bench operator`: many pools at once on the local control plane (kwok nodes). Prints JSON:
-pods created per second, apply-to-all-Ready p50/p99 per pool, the operator's peak memory, and the API writes
-it makes per minute once everything is steady (zero when nothing changes)."""
+"""`rewardpool bench operator`: many pools at once on the local control plane (kwok nodes), and with
+`--baseline replicaset` the same pods through the in-tree ReplicaSet controller first, on the same control
+plane, one after the other, so the two are compared in one run. Prints JSON per path: pods created per
+second, all-Ready time, apply-to-Ready p50/p99 per pool (or ReplicaSet), the operator's peak memory (and per
+1,000 workers), the API writes it makes per minute once everything is steady, etcd's and the apiserver's
+memory; and the ratio of all-Ready times (ReplicaSet / RewardPool: above 1 means pools are faster)."""
 from __future__ import annotations
 
+import copy
 import json
 import os
 import statistics
@@ -22,80 +26,143 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
+def _rss_mib(pid: int) -> int:
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _pool_body(name: str, workers: int) -> dict:
+    body = pool(name, workers)
+    body["spec"]["store"]["protocol"] = "tcp"  # small, fast pods: the controller is what is measured
+    body["spec"].pop("network")
+    body["spec"]["scorer"] = {"name": "mean-intensity"}
+    return body
+
+
+def _replicaset(name: str, workers: int) -> dict:
+    """A ReplicaSet of the very pod the operator renders for the same pool (owner reference and identity
+    label aside), so both paths create the same pods."""
+    from rewardpool_operator import builders, sizing
+    from rewardpool_operator.spec import Pool
+
+    p = Pool.from_object({**_pool_body(name, workers), "metadata": {"name": name, "namespace": "baseline"}})
+    tpl = builders.pod_template(p, sizing.compute(p.spec))
+    meta = {"labels": {"bench/rs": name}, "annotations": tpl["metadata"].get("annotations") or {}}
+    spec = copy.deepcopy(tpl["spec"])
+    spec["volumes"] = [v for v in spec["volumes"] if v["name"] != "control"]  # no Secret in this namespace
+    spec["containers"][0]["volumeMounts"] = [m for m in spec["containers"][0]["volumeMounts"] if m["name"] != "control"]
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name},
+            "spec": {"replicas": workers, "selector": {"matchLabels": {"bench/rs": name}},
+                     "template": {"metadata": meta, "spec": spec}}}
+
+
+def _measure(n: int, create, ready_names, timeout: float, what: str) -> dict:
+    created: dict[str, float] = {}
+    ready_at: dict[str, float] = {}
+    t0 = time.monotonic()
+
+    def one(i: int) -> None:
+        name = f"{what}-{i:04d}"
+        created[name] = time.monotonic()
+        create(name)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(f"{what}: created {n} in {time.monotonic() - t0:.1f}s", flush=True)
+    last = 0.0
+    while len(ready_at) < n:
+        now = time.monotonic()
+        for name in ready_names():
+            ready_at.setdefault(name, now)
+        if now - last > 5:
+            print(f"  {what}: {len(ready_at)}/{n} all-Ready after {now - t0:.0f}s", flush=True)
+            last = now
+        if now - t0 > timeout:
+            raise SystemExit(f"{what}: only {len(ready_at)}/{n} Ready after {timeout}s")
+        time.sleep(0.2)
+    total = time.monotonic() - t0
+    lat = [ready_at[k] - created[k] for k in created]
+    return {"all_ready_s": round(total, 1), "apply_to_ready_p50_s": round(statistics.median(lat), 2),
+            "apply_to_ready_p99_s": round(_pct(lat, 0.99), 2)}
+
+
 def bench_operator(args) -> int:
     import urllib3
     from kubernetes import client, config
 
     urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-    n_pools, workers = args.pools, args.workers
+    n, workers = args.pools, args.workers
     nodes = [kwok_node(f"rdma-node-{i}", rdma=True, memory="64Ti", cpu="2000", pods="5000") for i in range(args.nodes)]
     with tempfile.TemporaryDirectory(prefix="rewardpool-bench-op-") as tmp:
         cluster = LocalCluster(Path(tmp)).start(nodes=nodes)
         op = None
         try:
             helm_install(cluster)
-            op = OperatorProcess(service_account_kubeconfig(cluster), Path(tmp) / "operator.log").start()
             api = config.new_client_from_config(str(cluster.kubeconfig))
-            api.configuration.connection_pool_maxsize = 32
-            co, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+            api.configuration.connection_pool_maxsize = 64
+            co, core, apps = client.CustomObjectsApi(api), client.CoreV1Api(api), client.AppsV1Api(api)
+            out: dict = {"pools": n, "workers_per_pool": workers, "pods": n * workers, "nodes": args.nodes,
+                         "cores": os.cpu_count() or 1}
+
+            if args.baseline == "replicaset":
+                core.create_namespace({"metadata": {"name": "baseline"}})
+
+                def rs_ready() -> list[str]:
+                    return [r.metadata.name for r in apps.list_namespaced_replica_set("baseline").items
+                            if (r.status.ready_replicas or 0) == workers]
+                rs = _measure(n, lambda name: apps.create_namespaced_replica_set("baseline", _replicaset(name, workers)),
+                              rs_ready, args.timeout, "replicaset")
+                rs["pods_per_s"] = round(n * workers / rs["all_ready_s"], 1)
+                rs["kube_controller_manager_rss_mib"] = _rss_mib(cluster.procs["kube-controller-manager"].pid)
+                out["replicaset"] = rs
+                core.delete_namespace("baseline")  # its pods go before the pools come
+                while any(ns.metadata.name == "baseline" for ns in core.list_namespace().items):
+                    time.sleep(1)
+
+            op = OperatorProcess(service_account_kubeconfig(cluster), Path(tmp) / "operator.log").start()
+            time.sleep(2)
+            idle_mib = _rss_mib(op.proc.pid)
             core.create_namespace({"metadata": {"name": "bench"}})
-            created: dict[str, float] = {}
-            ready_at: dict[str, float] = {}
-            t0 = time.monotonic()
 
-            def create(i: int) -> None:
-                name = f"pool-{i:03d}"
-                body = pool(name, workers)
-                body["spec"]["store"]["protocol"] = "tcp"  # small, fast pods: the operator is what is measured
-                body["spec"].pop("network")
-                body["spec"]["scorer"] = {"name": "mean-intensity"}
-                created[name] = time.monotonic()
-                co.create_namespaced_custom_object("rewardpool.io", "v1alpha1", "bench", "rewardpools", body)
-
-            threads = [threading.Thread(target=create, args=(i,)) for i in range(n_pools)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            print(f"created {n_pools} pools in {time.monotonic() - t0:.1f}s", flush=True)
-            last_print = 0.0
-            while len(ready_at) < n_pools:
-                now = time.monotonic()
-                for p in co.list_namespaced_custom_object("rewardpool.io", "v1alpha1", "bench", "rewardpools")["items"]:
-                    st = p.get("status") or {}
-                    name = p["metadata"]["name"]
-                    if name not in ready_at and st.get("readyReplicas") == workers and any(
-                            c["type"] == "Ready" and c["status"] == "True" for c in st.get("conditions", [])):
-                        ready_at[name] = now
-                if now - last_print > 5:
-                    print(f"  {len(ready_at)}/{n_pools} pools Ready after {now - t0:.0f}s", flush=True)
-                    last_print = now
-                if now - t0 > args.timeout:
-                    raise SystemExit(f"only {len(ready_at)}/{n_pools} pools Ready after {args.timeout}s")
-                time.sleep(0.2)
-            all_ready = time.monotonic() - t0
-            pods = len(core.list_namespaced_pod("bench").items)
-            latencies = [ready_at[n] - created[n] for n in created]
+            def pools_ready() -> list[str]:
+                items = co.list_namespaced_custom_object("rewardpool.io", "v1alpha1", "bench", "rewardpools")["items"]
+                return [p["metadata"]["name"] for p in items if (p.get("status") or {}).get("readyReplicas") == workers
+                        and any(c["type"] == "Ready" and c["status"] == "True"
+                                for c in (p.get("status") or {}).get("conditions", []))]
+            rp = _measure(n, lambda name: co.create_namespaced_custom_object(
+                "rewardpool.io", "v1alpha1", "bench", "rewardpools", _pool_body(name, workers)),
+                pools_ready, args.timeout, "rewardpool")
+            rp["pods_per_s"] = round(n * workers / rp["all_ready_s"], 1)
             time.sleep(10)  # let the last status writes and events settle
-            w0 = op.metric("rewardpool_operator_api_writes_total")
-            r0 = op.metric("rewardpool_operator_reconciles_total")
+            w0, r0 = op.metric("rewardpool_operator_api_writes_total"), op.metric("rewardpool_operator_reconciles_total")
             time.sleep(args.steady)
-            writes = op.metric("rewardpool_operator_api_writes_total") - w0
-            reconciles = op.metric("rewardpool_operator_reconciles_total") - r0
-            cores = os.cpu_count() or 1
-            out = {
-                "pools": n_pools, "workers_per_pool": workers, "pods": pods, "nodes": args.nodes, "cores": cores,
-                "all_ready_s": round(all_ready, 1), "pods_per_s": round(pods / all_ready, 1),
-                "pods_per_s_per_core": round(pods / all_ready / cores, 1),
-                "apply_to_ready_p50_s": round(statistics.median(latencies), 2),
-                "apply_to_ready_p99_s": round(_pct(latencies, 0.99), 2),
-                "operator_peak_rss_mib": round(op.peak_rss_bytes() / 2**20),
-                "steady_window_s": args.steady, "steady_api_writes_per_min": round(writes * 60 / args.steady, 2),
-                "steady_reconciles": int(reconciles),
-                "kuberay_reference": {"pods": 10000, "seconds": 200, "pods_per_s": 50.0,
-                                      "note": "published KubeRay kwok figure on a much larger machine"},
-            }
+            rp["steady_window_s"] = args.steady
+            rp["steady_api_writes_per_min"] = round((op.metric("rewardpool_operator_api_writes_total") - w0)
+                                                    * 60 / args.steady, 2)
+            rp["steady_reconciles"] = int(op.metric("rewardpool_operator_reconciles_total") - r0)
+            rp["operator_peak_rss_mib"] = round(op.peak_rss_bytes() / 2**20)
+            rp["operator_idle_rss_mib"] = idle_mib
+            rp["operator_rss_mib_per_1000_workers"] = round((op.peak_rss_bytes() / 2**20 - idle_mib) / (n * workers)
+                                                            * 1000, 1)
+            out["rewardpool"] = rp
+            out["etcd_rss_mib"] = _rss_mib(cluster.procs["etcd"].pid)
+            out["kube_apiserver_rss_mib"] = _rss_mib(cluster.procs["kube-apiserver"].pid)
+            if "replicaset" in out:
+                out["ratio_all_ready_replicaset_over_rewardpool"] = round(
+                    out["replicaset"]["all_ready_s"] / rp["all_ready_s"], 2)
+            out["kuberay_reference"] = {"pods": 10000, "seconds": 200, "pods_per_s": 50.0,
+                                        "note": "published KubeRay kwok figure on a much larger machine"}
             print(json.dumps(out, indent=2))
+            if args.out:
+                Path(args.out).write_text(json.dumps(out, indent=2))
         finally:
             if op:
                 op.stop()

@@ -1,11 +1,21 @@
-"""The built-in autoscaler's decision, pure: signals and the current size in, the desired size and why out.
+"""The built-in autoscaler's decision, pure, shaped like the HPA's (kube-controller-manager's
+podautoscaler, `behavior` included) so that people who know HPA can predict it:
 
-- Queue: desired = ceil(queue depth / targetQueueDepth), with HPA's 10% tolerance around the current size.
-- Store pressure: when the store's fill reaches PRESSURE of the eviction watermark, add at least half the
-  pool (one worker minimum), so outputs are read before Mooncake starts evicting unread ones.
-- Bounds: minReplicas..maxReplicas, and never below the replicas the sizing needs.
-- Up at once; down only after demand has stayed lower for scaleDownDelaySeconds.
-- No signal (metrics unreadable): hold the current size. Missing data never scales a pool in."""
+    demand   = max(queue depth over the workers, outputs a client said are coming)
+    raw      = ceil(demand / targetQueueDepth), kept at the current count within a 10% tolerance
+    counted  = Ready + starting workers (never spec.replicas alone: a worker that is not there does no work)
+    up       = at once, but within the scale-up policy: at most max(percent%, pods) more than the count at the
+               start of the policy period (HPA's scaleUp policies, selectPolicy Max)
+    down     = the highest recommendation over scaleDownStabilizationSeconds (HPA's scale-down stabilization
+               window), so a lull between rollouts shorter than the window keeps the warm workers; and at
+               most one scale-down per window (where HPA may step down again as peaks leave the window)
+    pressure = store fill at or above PRESSURE x the eviction watermark adds max(1, counted/2) workers, at most
+               once per PRESSURE_COOLDOWN and never while earlier additions are still starting
+    bounds   = [minReplicas, maxReplicas], and the sizing's minimum whenever there is demand
+
+Scale from zero (minReplicas 0): with no workers there is no queue; a client's demand hint (`expect`) activates
+the pool, and an idle pool falls to zero once the window has seen nothing but zero. No signal at all while
+workers exist (their metrics unreadable): hold. Missing data never scales a pool in."""
 from __future__ import annotations
 
 import math
@@ -15,6 +25,7 @@ from .spec import Autoscaling
 
 TOLERANCE = 0.1
 PRESSURE = 0.8
+PRESSURE_COOLDOWN = 30.0
 
 
 @dataclass(frozen=True)
@@ -27,46 +38,100 @@ class Signals:
 
 
 @dataclass(frozen=True)
+class Observed:
+    """What the decision sees of the pool besides the signals."""
+    replicas: int  # spec.replicas now
+    counted: int  # Ready + starting workers (not draining, not lost)
+    starting: int  # created, not Ready yet
+    hint: int = 0  # outputs a client said are coming (an unexpired demand hint), 0 when none
+    sizing_min: int = 0  # replicas the segment registration limit needs
+    high_watermark: float = 0.9
+
+
+@dataclass
+class History:
+    """What the decision remembers (the controller keeps it per pool; lost on restart, which only holds longer)."""
+    recommendations: list[tuple[float, int]] = field(default_factory=list)
+    ups: list[tuple[float, int]] = field(default_factory=list)  # (time, count before) of scale-ups
+    last_pressure: float | None = None
+    since: float | None = None  # when this history started (a restart starts a new window)
+    last_down: float | None = None  # one scale-down per window at most
+
+
+@dataclass(frozen=True)
 class Decision:
     desired: int
     reason: str
     message: str
-    below_since: float | None  # when demand first fell below the current size (drives the delay)
+    history: History = field(default_factory=History)  # to remember for the next decision
 
 
-def decide(auto: Autoscaling, current: int, signals: Signals, high_watermark: float, sizing_min: int,
-           below_since: float | None, now: float) -> Decision:
-    lo, hi = max(auto.minReplicas, sizing_min), auto.maxReplicas
-    if signals.queue_depth is None:
-        return Decision(current, "MetricsUnavailable",
-                        "no worker metrics could be read: holding the current size", below_since)
-    q = signals.queue_depth
-    raw = math.ceil(q / auto.targetQueueDepth)
-    if current > 0 and abs(q / (auto.targetQueueDepth * current) - 1) <= TOLERANCE:
-        raw = current
-    reason, message = ("QueueAboveTarget" if raw > current else "QueueBelowTarget" if raw < current else "AtTarget",
-                       f"queue depth {q} over {signals.workers_reporting} worker(s), target "
-                       f"{auto.targetQueueDepth} per worker")
-    fill = signals.store_fill
-    if fill is not None and fill >= PRESSURE * high_watermark:
-        bumped = current + max(1, math.ceil(current / 2))
-        if bumped > raw:
-            raw = bumped
-            reason = "StorePressure"
-            message = (f"store {fill:.0%} full, near the {high_watermark:.0%} eviction watermark: adding workers "
-                       "so outputs are read before they can be evicted")
-    desired = min(max(raw, lo), hi)
-    if desired != raw and desired == lo and raw < lo:
-        message += f"; held at the minimum {lo}"
-    elif desired != raw:
-        message += f"; capped at maxReplicas {hi}"
-    if desired > current:
-        return Decision(desired, reason, message, None)
-    if desired < current:
-        since = below_since if below_since is not None else now
-        waited = now - since
-        if waited >= auto.scaleDownDelaySeconds:
-            return Decision(desired, reason, message, None)
-        return Decision(current, "ScaleDownDelayed",
-                        f"{message}; lower for {waited:.0f}s of the {auto.scaleDownDelaySeconds}s delay", since)
-    return Decision(current, reason if reason != "QueueBelowTarget" else "AtTarget", message, None)
+def decide(auto: Autoscaling, obs: Observed, sig: Signals, hist: History, now: float) -> Decision:
+    """The new size and why; the history it returns replaces the one given (which is not changed)."""
+    hist = History(list(hist.recommendations), list(hist.ups), hist.last_pressure,
+                   now if hist.since is None else hist.since, hist.last_down)
+    d = _decide(auto, obs, sig, hist, now)
+    return Decision(d.desired, d.reason, d.message, hist)
+
+
+def _decide(auto: Autoscaling, obs: Observed, sig: Signals, hist: History, now: float) -> Decision:
+    target = auto.targetQueueDepth
+    if sig.queue_depth is None and obs.counted > 0 and obs.hint == 0:
+        return Decision(obs.replicas, "MetricsUnavailable", "no worker metrics could be read: holding the current size")
+    queue = sig.queue_depth or 0
+    demand = max(queue, obs.hint)
+    raw = math.ceil(demand / target)
+    what = f"queue depth {queue} over {sig.workers_reporting} worker(s)" + \
+        (f", {obs.hint} output(s) expected by a client" if obs.hint else "") + f", target {target} per worker"
+    if obs.counted > 0 and abs(demand / (target * obs.counted) - 1) <= TOLERANCE:
+        raw = obs.counted
+    reason = "AboveTarget" if raw > obs.counted else "BelowTarget" if raw < obs.counted else "AtTarget"
+    if obs.counted == 0 and raw > 0:
+        reason = "Activated"
+    fill = sig.store_fill
+    if fill is not None and fill >= PRESSURE * obs.high_watermark and obs.counted > 0:
+        cooled = hist.last_pressure is None or now - hist.last_pressure >= PRESSURE_COOLDOWN
+        bumped = obs.counted + max(1, math.ceil(obs.counted / 2))
+        if bumped > raw and cooled and obs.starting == 0:
+            raw, reason = bumped, "StorePressure"
+            what = (f"store {fill:.0%} full, near the {obs.high_watermark:.0%} eviction watermark: adding workers "
+                    "so outputs are read before they can be evicted")
+            hist.last_pressure = now
+        elif bumped > raw:  # pressure, but the last additions are still starting or cooling down
+            raw = max(raw, obs.counted)
+    lo = max(auto.minReplicas, obs.sizing_min if demand > 0 or auto.minReplicas > 0 else 0)
+    bounded = min(max(raw, lo), auto.maxReplicas)
+    note = ""
+    if bounded != raw:
+        note = f"; held at the minimum {lo}" if bounded == lo else f"; capped at maxReplicas {auto.maxReplicas}"
+
+    # Scale-down stabilization: the highest recommendation over the window (the start of the history counts
+    # as the current size, so a restarted operator does not shrink a pool on its first look).
+    window = auto.scaleDownStabilizationSeconds
+    hist.recommendations = [(t, r) for t, r in hist.recommendations if now - t < window] + [(now, bounded)]
+    floor = [obs.replicas] if now - hist.since < window else []
+    stable = max([r for _, r in hist.recommendations] + floor)
+
+    if bounded > obs.counted and bounded > obs.replicas:
+        if obs.starting > 0:  # the last scale-up has not landed yet: judge again once it has
+            return Decision(obs.replicas, "WaitingForStartingWorkers",
+                            f"{what}{note}; {obs.starting} worker(s) still starting")
+        period = auto.scaleUp.periodSeconds
+        hist.ups = [(t, n) for t, n in hist.ups if now - t < period]
+        base = min([n for _, n in hist.ups] + [obs.counted])
+        allowed = max(math.ceil(base * (1 + auto.scaleUp.percent / 100)), base + auto.scaleUp.pods)
+        desired = min(bounded, max(allowed, obs.replicas))
+        if desired < bounded:
+            note += f"; limited to {desired} by the scale-up policy ({auto.scaleUp.percent}% or " \
+                    f"{auto.scaleUp.pods} pods per {period}s)"
+        if desired > obs.replicas:
+            hist.ups.append((now, obs.counted))
+        return Decision(desired, reason, what + note)
+    if stable < obs.replicas and (hist.last_down is None or now - hist.last_down >= window):
+        hist.last_down = now
+        return Decision(stable, reason, what + note)
+    if bounded < obs.replicas:
+        return Decision(obs.replicas, "ScaleDownStabilizing",
+                        f"{what}{note}; waiting for the {window}s stabilization window (highest recommendation "
+                        f"in it: {stable})")
+    return Decision(obs.replicas, "AtTarget" if reason == "BelowTarget" else reason, what + note)

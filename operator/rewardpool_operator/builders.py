@@ -108,6 +108,17 @@ def control_token(secret: dict) -> str | None:
 
 
 # ---- worker ----------------------------------------------------------------------------------------------------
+def scorer_config(component, shared) -> ScorerConfig:
+    """One scorer as the worker builds it: a component's unset fields come from `spec.scorer`."""
+    pick = lambda own, common: common if own is None else own  # noqa: E731
+    return ScorerConfig(name=component.name, cls=component.cls, weight=getattr(component, "weight", 1.0),
+                        args=dict(component.args),
+                        num_frames=pick(component.numFrames, shared.numFrames),
+                        model_path=pick(component.modelPath, shared.modelPath),
+                        frames_per_forward=pick(component.framesPerForward, shared.framesPerForward),
+                        batch_size=shared.batchSize, device=shared.device, gpus=shared.gpus, dtype=shared.dtype)
+
+
 def worker_config(pool: Pool, sizing: SizingResult) -> WorkerConfig:
     s, sc = pool.spec.store, pool.spec.scorer
     ref = attachment_ref(pool)
@@ -116,10 +127,12 @@ def worker_config(pool: Pool, sizing: SizingResult) -> WorkerConfig:
         store=StoreConfig(master=s.master, metadata_server=s.metadataServer, protocol=s.protocol,
                           devices=list(s.devices), segment_bytes=sizing.per_worker_bytes,
                           local_buffer_bytes=sizing.local_buffer_bytes),
-        scorer=ScorerConfig(name=sc.name, cls=sc.cls, num_frames=sc.numFrames, batch_size=sc.batchSize,
-                            model_path=sc.modelPath),
+        scorer=scorer_config(sc, sc),
+        scorers=[scorer_config(c, sc) for c in pool.spec.scorers or []],
         ray=RayConfig(address=pool.spec.ray.address, namespace=pool.spec.ray.namespace),
+        # Registered up front (the registration is the slow part of an RDMA read) and never past the cap.
         read_buffer_bytes=sizing.read_buffer_bytes,
+        read_buffer_max_bytes=sizing.read_buffer_bytes,
         network_attachment=f"{ref[0]}/{ref[1]}" if ref else None,
         drain_timeout_seconds=pool.spec.drainTimeoutSeconds,
     )
@@ -132,7 +145,13 @@ def _resources(pool: Pool, sizing: SizingResult) -> dict:
     # Requests equal limits for memory: a pinned segment must not be overcommitted.
     limits.setdefault("memory", memory)
     requests["memory"] = limits["memory"]
-    requests.setdefault("cpu", "1")
+    # A CPU limit asks for Guaranteed QoS (CPU manager, topology manager alignment with the GPU and NIC):
+    # requests must then equal limits, so an unset CPU request follows the limit instead of defaulting to 1.
+    requests.setdefault("cpu", limits.get("cpu", "1"))
+    gpus = pool.spec.scorer.gpus
+    if gpus > 0:  # extended resources: request and limit must be equal
+        limits[pool.spec.placement.gpuResource] = str(gpus)
+        requests[pool.spec.placement.gpuResource] = str(gpus)
     rr = pool.spec.placement.rdmaResource
     if pool.spec.store.protocol == "rdma" and rr.count > 0:
         limits[rr.name] = str(rr.count)
@@ -231,7 +250,7 @@ def pod_template(pool: Pool, sizing: SizingResult) -> dict:
 # What a worker sees, and so what rolls a pool when it changes. Not replicas, autoscaling or the drain
 # timeout (they change no running worker), and not how this operator version renders a pod (an operator
 # upgrade rolls nothing; new rendering reaches workers as they are replaced).
-IDENTITY_FIELDS = {"image", "scorer", "store", "network", "resources", "podTemplate", "placement", "ray"}
+IDENTITY_FIELDS = {"image", "scorer", "scorers", "store", "network", "resources", "podTemplate", "placement", "ray"}
 
 
 def worker_identity(pool: Pool, sizing: SizingResult) -> str:

@@ -64,7 +64,9 @@ def cmd_size(args) -> int:
         spec = Pool.from_object(_load_pools(args.file)[0]).spec
     else:
         spec = PoolSpec.model_validate({
-            "image": "-", "replicas": args.replicas, "scorer": {"name": args.scorer, "batchSize": args.batch_size},
+            "image": "-", "replicas": args.replicas, "scorer": {"name": args.scorer, "batchSize": args.batch_size,
+                                                           "gpus": args.gpus, "dtype": args.dtype,
+                                                           "framesPerForward": args.frames_per_forward},
             "store": {"master": "-:0", "segmentSize": args.segment_size, "protocol": args.protocol},
             "sizing": {"samplesPerRollout": args.samples_per_rollout, "outputBytesPerSample": args.output_bytes,
                        "latentBytesPerSample": args.latent_bytes, "latentRollouts": args.latent_rollouts,
@@ -96,6 +98,12 @@ def _bench_read(args) -> int:
     from rewardpool_worker.bench_read import main as bench_read  # needs the worker extra
 
     return bench_read(args)
+
+
+def _bench_score(args) -> int:
+    from rewardpool_worker.bench_score import main as bench_score  # needs the worker extra
+
+    return bench_score(args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     sz.add_argument("--segment-size", default="auto")
     sz.add_argument("--batch-size", type=int, default=8)
     sz.add_argument("--scorer", default="pickscore")
+    sz.add_argument("--gpus", type=int, default=0, help="GPUs per worker (adds the GPU memory figure)")
+    sz.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
+    sz.add_argument("--frames-per-forward", type=int, default=32)
     sz.add_argument("--protocol", default="rdma", choices=["rdma", "tcp"])
     sz.set_defaults(func=cmd_size)
 
@@ -146,11 +157,18 @@ def main(argv: list[str] | None = None) -> int:
     opb.add_argument("--nodes", type=int, default=4)
     opb.add_argument("--steady", type=int, default=60, help="seconds of the steady-state write count")
     opb.add_argument("--timeout", type=int, default=900)
+    opb.add_argument("--baseline", choices=["none", "replicaset"], default="none",
+                     help="first the same pods through ReplicaSets on the same control plane, and the ratio")
+    opb.add_argument("--out", default="", help="also write the JSON here")
     opb.set_defaults(func=_bench_operator)
 
-    asb = bsub.add_parser("autoscale", help="LTX-2.3 rollouts, time-compressed: one fixed worker vs autoscaled")
-    asb.add_argument("--rollouts", type=int, default=3)
-    asb.add_argument("--max-workers", type=int, default=4)
+    asb = bsub.add_parser("autoscale", help="LTX-2.3 rollouts, time-compressed: fixed pools vs the autoscaler")
+    asb.add_argument("--rollouts", type=int, default=5)
+    asb.add_argument("--max-workers", type=int, default=6)
+    asb.add_argument("--compress", type=float, default=10.0, help="how much faster than real time")
+    asb.add_argument("--gap", type=float, default=3.0, help="seconds between rollouts (compressed)")
+    asb.add_argument("--configs", default="fixed-1,fixed-n,autoscaled,autoscaled-hint")
+    asb.add_argument("--out", default="", help="also write the JSON here")
     asb.add_argument("--segment-fraction", type=float, default=1.0,
                      help="the engine's segment relative to the sizing rule (below 1: undersized, evictions)")
     asb.set_defaults(func=_bench_autoscale)
@@ -160,6 +178,12 @@ def main(argv: list[str] | None = None) -> int:
                       help="output sizes in bytes (default: an LTX-2.3 video and a MiniMax-H3 output)")
     read.add_argument("--repeats", type=int, default=3)
     read.set_defaults(func=_bench_read)
+
+    score = bsub.add_parser("score", help="PickScore frames/s and outputs/s of one worker, read and score apart")
+    from rewardpool_worker.bench_score import add_arguments  # argparse only: no torch at import
+
+    add_arguments(score)
+    score.set_defaults(func=_bench_score)
 
     args = ap.parse_args(argv)
     return args.func(args)

@@ -11,6 +11,7 @@ import random
 from kubernetes_asyncio.client.exceptions import ApiException
 from prometheus_client import Counter, Histogram
 
+from . import pool_metrics
 from .kube import Kube
 from .reconcile import Memo, reconcile
 
@@ -39,6 +40,7 @@ class Controller:
             self.bodies.pop(key, None)
             self.memos.pop(key, None)
             self._stop(key)
+            pool_metrics.forget(*key)
             return
         self.bodies[key] = dict(body)
         self._start(key)

@@ -34,6 +34,11 @@ async def startup(settings: kopf.OperatorSettings, **_):
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 30
     settings.networking.request_timeout = 60
+    if OPTIONS["namespaces"]:
+        # A namespace-scoped install (chart rbac.scope=namespace) may not list namespaces cluster-wide; without
+        # this kopf retries that list for about a minute, logging Forbidden, before it serves any pool.
+        # The cost: a CRD installed after startup (e.g. Multus's) is watched only after a restart.
+        settings.scanning.disabled = True
     kube = await Kube.connect()
     nodes = NodeCache()
     controller = Controller(kube, nodes=nodes)

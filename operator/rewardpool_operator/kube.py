@@ -89,42 +89,31 @@ class Kube:
     async def list_nodes(self, selector: str) -> list[dict]:
         return (await _json(self.core.list_node(label_selector=selector, _preload_content=False)))["items"]
 
-    # services
-    async def ensure_service(self, svc: dict) -> str:
-        ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
+    # services and disruption budgets: create, or patch the spec when it lacks what we want
+    async def _ensure(self, obj: dict, kind: str, read, create, patch) -> str:
+        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
         try:
-            current = await _json(self.core.read_namespaced_service(name, ns, _preload_content=False))
+            current = await _json(read(name, ns, _preload_content=False))
         except ApiException as e:
             if e.status != 404:
                 raise
-            API_WRITES.labels("service").inc()
-            await _json(self.core.create_namespaced_service(ns, svc, _preload_content=False))
+            API_WRITES.labels(kind).inc()
+            await _json(create(ns, obj, _preload_content=False))
             return "created"
-        want = svc["spec"]
-        if not _contains(current["spec"], want):
-            API_WRITES.labels("service").inc()
-            await _json(self.core.patch_namespaced_service(name, ns, {"spec": want}, _preload_content=False,
-                                                         _content_type=MERGE))
+        if not _contains(current["spec"], obj["spec"]):
+            API_WRITES.labels(kind).inc()
+            await _json(patch(name, ns, {"spec": obj["spec"]}, _preload_content=False, _content_type=MERGE))
             return "updated"
         return "unchanged"
 
-    # disruption budgets
+    async def ensure_service(self, svc: dict) -> str:
+        return await self._ensure(svc, "service", self.core.read_namespaced_service,
+                                  self.core.create_namespaced_service, self.core.patch_namespaced_service)
+
     async def ensure_pdb(self, pdb: dict) -> str:
-        ns, name = pdb["metadata"]["namespace"], pdb["metadata"]["name"]
-        try:
-            current = await _json(self.policy.read_namespaced_pod_disruption_budget(name, ns, _preload_content=False))
-        except ApiException as e:
-            if e.status != 404:
-                raise
-            API_WRITES.labels("disruptionbudget").inc()
-            await _json(self.policy.create_namespaced_pod_disruption_budget(ns, pdb, _preload_content=False))
-            return "created"
-        if not _contains(current["spec"], pdb["spec"]):
-            API_WRITES.labels("disruptionbudget").inc()
-            await _json(self.policy.patch_namespaced_pod_disruption_budget(name, ns, {"spec": pdb["spec"]},
-                                                                         _preload_content=False, _content_type=MERGE))
-            return "updated"
-        return "unchanged"
+        return await self._ensure(pdb, "disruptionbudget", self.policy.read_namespaced_pod_disruption_budget,
+                                  self.policy.create_namespaced_pod_disruption_budget,
+                                  self.policy.patch_namespaced_pod_disruption_budget)
 
     # network attachments
     async def get_nad(self, namespace: str, name: str) -> dict | None:

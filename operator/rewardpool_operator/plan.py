@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rewardpool_worker.config import DRAIN_ANNOTATION
+from rewardpool_worker.config import DRAIN_ANNOTATION, EXPECTED_OUTPUTS_ANNOTATION, parse_expected_outputs
 
 from . import conditions as C
 from . import drain as drain_mod
-from .autoscaler import Decision, Signals, decide
+from . import autoscaler
+from .autoscaler import Decision, History, Signals
 from .rollout import is_ready, removal_order, roll_allowance
 from .sizing import Problem, SizingResult
 from .spec import HASH_LABEL, Pool
@@ -43,6 +44,8 @@ class Observed:
     health: dict[str, dict | None] = field(default_factory=dict)  # /healthz of draining workers
     segment_used: dict[str, int | None] = field(default_factory=dict)  # bytes in a draining worker's segment
     unreachable_for: dict[str, float] = field(default_factory=dict)  # seconds a draining worker has been silent
+    annotations: dict[str, str] = field(default_factory=dict)  # the pool's own (a client's demand hint)
+    history: History = field(default_factory=History)  # the autoscaler's memory of this pool
     now: float = 0.0
 
 
@@ -54,6 +57,7 @@ class Plan:
     drain: list[tuple[str, str]] = field(default_factory=list)  # (pod, why)
     create: int = 0
     scale: Decision | None = None
+    hint: int = 0  # outputs a client said are coming
     problems: list[Problem] = field(default_factory=list)  # found while planning (stuck drains)
     managed: bool = True  # False: blocked, pods left as they are
     # what status reports
@@ -167,9 +171,12 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
     if unsched:
         p.unschedulable = f"{len(unsched)} pod(s) unschedulable: {unsched[0].get('message', '')}"
 
+    p.hint = parse_expected_outputs(observed.annotations.get(EXPECTED_OUTPUTS_ANNOTATION), now)
     auto = spec.autoscaling
     if auto is not None and auto.enabled and p.managed:
-        hw = spec.sizing.highWatermark if spec.sizing else 0.9
-        p.scale = decide(auto, replicas, observed.signals, hw, sizing.min_replicas_for_registration,
-                         C.epoch(old_status.get("scaleDownPendingSince")), now)
+        starting = sum(1 for x in serving if not is_ready(x)) + p.create
+        obs = autoscaler.Observed(replicas=replicas, counted=p.active, starting=starting, hint=p.hint,
+                                  sizing_min=sizing.min_replicas_for_registration,
+                                  high_watermark=spec.sizing.highWatermark if spec.sizing else 0.9)
+        p.scale = autoscaler.decide(auto, obs, observed.signals, observed.history, now)
     return p

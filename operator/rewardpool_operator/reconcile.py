@@ -19,12 +19,14 @@ from rewardpool_worker.config import DRAIN_ANNOTATION, control_secret_name
 
 from . import conditions as C
 from . import podstatus
+from . import pool_metrics
 from . import signals as signals_mod
 from . import sizing as sizing_mod
 from . import status as status_mod
 from . import validate
 from .builders import (attachment_ref, control_secret, control_token, disruption_budget, headless_service,
                        network_attachment, pod_template, template_hash)
+from .autoscaler import History
 from .kube import Kube, NadCrdMissing, api_message
 from .plan import Network, Observed, Plan, plan
 from .rollout import is_ready, pod_ip
@@ -41,6 +43,7 @@ class Memo:
     careful): when a draining worker went silent, and the store name each worker reported."""
     silent_since: dict[str, float] = field(default_factory=dict)
     store_hostname: dict[str, str] = field(default_factory=dict)
+    autoscaler: History = field(default_factory=History)
 
 
 async def reconcile(kube: Kube, cached: dict, nodes: dict[str, dict] | None = None, memo: Memo | None = None) \
@@ -72,18 +75,22 @@ async def reconcile(kube: Kube, cached: dict, nodes: dict[str, dict] | None = No
     problems = validate.findings(pool.spec, sizing, _rdma_nodes(pool, nodes))
     problems += [x for x in (token_problem, await _pod_security(kube, pool)) if x is not None]
     observed = await _observe(kube, pool, nodes, memo)
+    observed.annotations = body["metadata"].get("annotations") or {}
     problems += podstatus.container_problems(observed.pods)  # image pulls, crash loops: said, not silent
 
     template = pod_template(pool, sizing)
     p = plan(pool, sizing, template, template_hash(template), observed, validate.blocks_workers(problems),
              network, old)
     failures = await _apply(kube, pool, p, observed, token, events)
+    if p.scale is not None:
+        memo.autoscaler = p.scale.history
 
     ref = attachment_ref(pool)
     new = status_mod.compute(pool, sizing, problems, network, p, observed.signals, failures, old, gen,
                              f"{ref[0]}/{ref[1]}" if ref else "")
     scaled = any(r == "Scaled" for _, r, _ in events)  # our own /scale write moved the resourceVersion
     await _write(kube, body, old, new, events + status_mod.warnings(old, new), check_version=not scaled)
+    pool_metrics.record(pool.namespace, pool.name, new, pool.spec.replicas)
     return new
 
 
@@ -158,7 +165,7 @@ async def _observe(kube: Kube, pool: Pool, nodes: dict[str, dict], memo: Memo) -
     ips = [pod_ip(x) for x in live if is_ready(x) and pod_ip(x)]
     signals = await signals_mod.read(ips, pool.spec.store.metricsAddress)
     now = time.time()
-    obs = Observed(pods=pods, nodes=nodes, signals=signals, now=now)
+    obs = Observed(pods=pods, nodes=nodes, signals=signals, history=memo.autoscaler, now=now)
     names = {x["metadata"]["name"] for x in pods}
     for gone in set(memo.silent_since) - names:
         memo.silent_since.pop(gone, None)

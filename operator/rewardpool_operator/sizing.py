@@ -16,6 +16,12 @@ GiB = 2**30
 SHM_BYTES = 1 * GiB
 OVERHEAD_BYTES = 2 * GiB
 DEFAULT_MODEL_BYTES = {"pickscore": 4 * GiB}
+# A worker holds at most two batches of outputs: the one the model scores and one read ahead of it (every
+# further batch waits before reading). Each has its own registered buffer of batchSize x outputBytesPerSample.
+READ_BUFFERS = 2
+# GPU working memory of one frame in a CLIP-H/14-sized forward at float32 (activations of the widest layer,
+# with the allocator's slack); halved for float16/bfloat16. An estimate for the GPU figure, not a limit.
+GPU_BYTES_PER_FRAME = {"pickscore": 64 * MiB}
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,9 @@ class SizingResult:
     local_buffer_bytes: int
     read_buffer_bytes: int
     model_bytes: int
+    read_buffers: int
+    gpus: int
+    gpu_memory_bytes: int
     shm_bytes: int
     overhead_bytes: int
     memory_bytes: int
@@ -119,15 +128,24 @@ def compute(spec: PoolSpec, replicas: int | None = None, basis: int | None = Non
             f"store.segmentSize"))
 
     local = parse_bytes(spec.store.localBufferSize)
-    read = spec.scorer.batchSize * parse_bytes(sz.outputBytesPerSample) if sz is not None else 0
-    if spec.scorer.modelMemory is not None:
-        model = parse_bytes(spec.scorer.modelMemory)
-    else:
-        model = DEFAULT_MODEL_BYTES.get(spec.scorer.name or "", 0)
-    memory = _round_mib(per_worker + local + read + model + SHM_BYTES + OVERHEAD_BYTES)
-    formula = (f"segment {human(per_worker)} + local buffer {human(local)} + read buffer {human(read)} "
-               f"(batchSize {spec.scorer.batchSize} x output) + model {human(model)} + /dev/shm "
-               f"{human(SHM_BYTES)} + overhead {human(OVERHEAD_BYTES)} = {human(memory)}")
+    sc = spec.scorer
+    read = sc.batchSize * parse_bytes(sz.outputBytesPerSample) if sz is not None else 0
+    models = [model_bytes(c, sc) for c in spec.components]
+    model = sum(models)
+    # Host memory keeps the model term on GPU pools too: weights are loaded through host memory first.
+    memory = _round_mib(per_worker + local + READ_BUFFERS * read + model + SHM_BYTES + OVERHEAD_BYTES)
+    what = "model" if len(models) == 1 else f"{len(models)} models"
+    formula = (f"segment {human(per_worker)} + local buffer {human(local)} + {READ_BUFFERS} read buffers x "
+               f"{human(read)} (batchSize {sc.batchSize} x output: one scored, one read ahead) + {what} "
+               f"{human(model)} + /dev/shm {human(SHM_BYTES)} + overhead {human(OVERHEAD_BYTES)} = {human(memory)}")
+    gpu_memory = 0
+    if sc.gpus > 0:
+        half = sc.dtype != "float32"
+        per_frame = sum(GPU_BYTES_PER_FRAME.get(c.name or "", 0) * (c.framesPerForward or sc.framesPerForward)
+                        for c in spec.components)
+        gpu_memory = _round_mib((model + per_frame) // (2 if half else 1))
+        formula += (f"; GPU: {sc.gpus} x {spec.placement.gpuResource}, about {human(gpu_memory)} used "
+                    f"({what} + framesPerForward activations, {sc.dtype})")
 
     limit = (spec.resources.get("limits") or {}).get("memory")
     if limit is not None and parse_bytes(limit) < memory:
@@ -135,8 +153,17 @@ def compute(spec: PoolSpec, replicas: int | None = None, basis: int | None = Non
             "MemoryLimitTooSmall",
             f"resources.limits.memory {limit} is below the {human(memory)} a worker needs: {formula}",
             blocking=True))
-    return SizingResult(mode, per_worker, total, required, rule, local, read, model, SHM_BYTES,
-                        OVERHEAD_BYTES, memory, formula, min_reg_replicas, problems, workers, basis_key(spec))
+    return SizingResult(mode, per_worker, total, required, rule, local, read, model, READ_BUFFERS, sc.gpus,
+                        gpu_memory, SHM_BYTES, OVERHEAD_BYTES, memory, formula, min_reg_replicas, problems,
+                        workers, basis_key(spec))
+
+
+def model_bytes(component, shared) -> int:
+    """Memory of one loaded model: the component's modelMemory, else the shared one, else the default."""
+    given = component.modelMemory if component.modelMemory is not None else shared.modelMemory
+    if given is not None:
+        return parse_bytes(given)
+    return DEFAULT_MODEL_BYTES.get(component.name or "", 0)
 
 
 def basis_key(spec: PoolSpec) -> str:
@@ -153,3 +180,4 @@ def recorded_basis(spec: PoolSpec, status: dict | None) -> int | None:
     if not auto and seg.get("basisKey") == basis_key(spec) and seg.get("basisReplicas"):
         return int(seg["basisReplicas"])
     return None
+

@@ -21,19 +21,41 @@ class _M(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
-class Scorer(_M):
+class _ScorerFields(_M):
+    """What names and loads one scorer: shared by `spec.scorer` and the entries of `spec.scorers`."""
     name: str | None = None
     cls: str | None = Field(default=None, alias="class")
+    args: dict[str, Any] = Field(default_factory=dict)
     numFrames: int | None = Field(default=None, ge=1)
-    batchSize: int = Field(default=8, ge=1)
     modelPath: str | None = None
     modelMemory: Quantity | None = None
+
+    @property
+    def component(self) -> str:
+        """The key of this scorer's score in a mixture's result: the built-in name or the class name."""
+        return self.name or (self.cls or "").rpartition(":")[2]
+
+
+class ScorerComponent(_ScorerFields):
+    """One scorer of a weighted mixture (`spec.scorers`). Unset fields inherit from `spec.scorer`."""
+    weight: float = 1.0
+    framesPerForward: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _one_of(self):
         if (self.name is None) == (self.cls is None):
-            raise ValueError("set exactly one of scorer.name (a built-in scorer) or scorer.class")
+            raise ValueError("set exactly one of name (a built-in scorer) or class in each spec.scorers entry")
         return self
+
+
+class Scorer(_ScorerFields):
+    """The single scorer (name or class set; PoolSpec checks which form), or, with `spec.scorers`, what every
+    component shares."""
+    batchSize: int = Field(default=8, ge=1)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    gpus: int = Field(default=0, ge=0)
+    dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+    framesPerForward: int = Field(default=32, ge=1)
 
 
 class Store(_M):
@@ -64,6 +86,7 @@ class Placement(_M):
     rdmaNodeSelector: dict[str, str] = Field(default_factory=lambda: {DEFAULT_RDMA_LABEL: "true"})
     rdmaResource: RdmaResource = Field(default_factory=RdmaResource)
     tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    gpuResource: str = "nvidia.com/gpu"
 
 
 class Ipvlan(_M):
@@ -83,12 +106,19 @@ class Ray(_M):
     namespace: str = "rewardpool"
 
 
+class ScaleUp(_M):
+    percent: int = Field(default=100, ge=0)
+    pods: int = Field(default=4, ge=0)
+    periodSeconds: int = Field(default=15, ge=1)
+
+
 class Autoscaling(_M):
     enabled: bool = False
     minReplicas: int = 1
     maxReplicas: int = 8
     targetQueueDepth: int = 4
-    scaleDownDelaySeconds: int = 300
+    scaleDownStabilizationSeconds: int = 300
+    scaleUp: ScaleUp = Field(default_factory=ScaleUp)
 
 
 class PodTemplate(_M):
@@ -99,7 +129,8 @@ class PodTemplate(_M):
 class PoolSpec(_M):
     replicas: int = Field(default=1, ge=0)
     image: str
-    scorer: Scorer
+    scorer: Scorer = Field(default_factory=Scorer)
+    scorers: list[ScorerComponent] | None = None
     store: Store
     sizing: Sizing | None = None
     placement: Placement = Field(default_factory=Placement)
@@ -109,6 +140,21 @@ class PoolSpec(_M):
     drainTimeoutSeconds: int = Field(default=600, ge=0)
     resources: dict[str, Any] = Field(default_factory=dict)
     podTemplate: PodTemplate = Field(default_factory=PodTemplate)
+
+    @model_validator(mode="after")
+    def _scorer_form(self):
+        named = self.scorer.name is not None or self.scorer.cls is not None
+        if self.scorers:
+            if named:
+                raise ValueError("with spec.scorers, spec.scorer holds only shared settings: drop its name/class")
+        elif (self.scorer.name is None) == (self.scorer.cls is None):
+            raise ValueError("set exactly one of scorer.name (a built-in scorer) or scorer.class")
+        return self
+
+    @property
+    def components(self) -> list[ScorerComponent | Scorer]:
+        """The scorers every output goes through: `scorers`, or `scorer` alone."""
+        return list(self.scorers) if self.scorers else [self.scorer]
 
 
 class Pool(BaseModel):

@@ -57,9 +57,7 @@ def compute(pool: Pool, sizing: SizingResult, problems: list[Problem], network: 
     scaling: dict = {}
     if p.scale is not None:
         d = p.scale
-        scaling = {"desiredReplicas": d.desired,
-                   "scaleDownPendingSince": C.now(d.below_since) if d.below_since is not None else None,
-                   "lastScale": old.get("lastScale")}
+        scaling = {"desiredReplicas": d.desired, "lastScale": old.get("lastScale")}
         if d.desired != replicas:
             scaling["lastScale"] = {"time": C.now(), "from": replicas, "to": d.desired, "reason": d.reason,
                                     "message": d.message}
@@ -69,6 +67,7 @@ def compute(pool: Pool, sizing: SizingResult, problems: list[Problem], network: 
         "queueDepth": signals.queue_depth if signals.queue_depth is not None else old.get("queueDepth", 0),
         "pendingBytes": signals.pending_bytes if signals.pending_bytes is not None else old.get("pendingBytes", 0),
         "storeFill": round(signals.store_fill, 4) if signals.store_fill is not None else old.get("storeFill"),
+        "demandHint": p.hint,
         **scaling,
         "segment": sizing.status(), "memoryPerWorker": format_bytes(sizing.memory_bytes),
         "memoryFormula": sizing.memory_formula, "networkAttachment": network_ref,

@@ -40,9 +40,23 @@ def _walk(obj, path=""):
 
 def check(spec: PoolSpec) -> list[Problem]:
     problems = []
-    if spec.scorer.name is not None and spec.scorer.name not in BUILTIN_SCORERS:
-        problems.append(Problem("UnknownScorer", f"scorer.name {spec.scorer.name!r} is not a built-in scorer "
-                                f"({', '.join(BUILTIN_SCORERS)}); use scorer.class for a custom one", True))
+    where = "scorers[].name" if spec.scorers else "scorer.name"
+    for c in spec.components:
+        if c.name is not None and c.name not in BUILTIN_SCORERS:
+            problems.append(Problem("UnknownScorer", f"{where} {c.name!r} is not a built-in scorer "
+                                    f"({', '.join(BUILTIN_SCORERS)}); use class for a custom one", True))
+    keys = [c.component for c in spec.components]
+    if len(set(keys)) != len(keys):
+        problems.append(Problem("DuplicateScorer", f"spec.scorers names a component twice ({', '.join(keys)}): "
+                                "each component's score is reported under its name, so they must differ", True))
+    sc = spec.scorer
+    # Also CEL rules at admission; repeated here for `rewardpool render`, which no API server checks.
+    if sc.device == "cuda" and sc.gpus == 0:
+        problems.append(Problem("NoGpuRequested", "scorer.device cuda needs scorer.gpus >= 1: a container that "
+                                f"requests no {spec.placement.gpuResource} sees no GPU", True))
+    if sc.dtype != "float32" and sc.device == "cpu":
+        problems.append(Problem("HalfPrecisionOnCpu", f"scorer.dtype {sc.dtype} is for GPUs; on cpu use float32",
+                                True))
     # Workers get IPC_LOCK and nothing more: no privileged, host network or host paths, even via podTemplate.
     for path, key, value in _walk(spec.podTemplate.spec, "podTemplate.spec"):
         if key in ("privileged", "hostNetwork", "hostPID", "hostIPC", "allowPrivilegeEscalation") and value is True:

@@ -22,7 +22,7 @@ def test_queue_drives_scale_up_and_drained_scale_in_and_nothing_is_lost(
     spec = pool_spec(master, ray_cluster,
                      scorer={"class": "tests.worker.custom_scorer:OneSecondScorer", "batchSize": 1},
                      autoscaling={"enabled": True, "minReplicas": 1, "maxReplicas": 3, "targetQueueDepth": 2,
-                                  "scaleDownDelaySeconds": 5},
+                                  "scaleDownStabilizationSeconds": 5},
                      drainTimeoutSeconds=90)
     seen_replicas: list[int] = []
     stop = threading.Event()

@@ -86,6 +86,16 @@ INVALID = [
      ["spec.podTemplate.metadata.labels", "cannot set rewardpool.io/*"]),
     (with_spec("podTemplate", {"metadata": {"annotations": {"rewardpool.io/drain-requested-at": "x"}}}),
      ["spec.podTemplate.metadata.annotations", "cannot set rewardpool.io/*"]),
+    (with_spec("scorer.device", "tpu"), ["spec.scorer.device", "Unsupported value"]),
+    (with_spec("scorer.device", "cuda"), ["spec.scorer.gpus", "device cuda needs scorer.gpus >= 1"]),
+    (with_spec("scorer", {"name": "pickscore", "device": "cpu", "dtype": "float16"}),
+     ["spec.scorer.dtype", "float16 and bfloat16 are for GPUs"]),
+    (with_spec("scorer.gpus", -1), ["spec.scorer.gpus", "greater than or equal to 0"]),
+    (with_spec("scorer.framesPerForward", 0), ["spec.scorer.framesPerForward", "greater than or equal to 1"]),
+    (with_spec("scorers", [{"name": "pickscore"}]), ["spec.scorer", "with spec.scorers set neither"]),
+    (with_spec("scorers", [{"weight": 1}]), ["spec.scorers[0]", "exactly one of name"]),
+    (with_spec("scorers", []), ["spec.scorers", "at least 1 item"]),
+    (with_spec("placement", {"gpuResource": "nvidia com/gpu"}), ["spec.placement.gpuResource", "should match"]),
 ]
 
 
@@ -122,3 +132,21 @@ def test_kubectl_explain_describes_the_store(chart):
     assert "Mooncake store" in out and "segmentSize" in out and "protocol" in out
     out = kubectl(chart, "explain", "rewardpool.spec.store.segmentSize").stdout
     assert "auto" in out and "pure readers" in out
+
+
+def test_gpu_and_mixture_fields_get_defaults_and_are_explained(chart, api, ns):
+    mixture = copy.deepcopy(VALID)
+    mixture["spec"]["scorer"] = {"gpus": 1, "device": "cuda"}
+    mixture["spec"]["scorers"] = [{"name": "pickscore"}, {"class": "rm.ocr:Ocr", "weight": 0.5, "args": {"k": [1]}}]
+    spec = client.CustomObjectsApi(api).create_namespaced_custom_object(
+        "rewardpool.io", "v1alpha1", ns, "rewardpools", mixture)["spec"]
+    assert spec["scorer"] == {"gpus": 1, "device": "cuda", "dtype": "float32", "framesPerForward": 32, "batchSize": 8}
+    assert spec["scorers"][0]["weight"] == 1 and spec["scorers"][1]["args"] == {"k": [1]}
+    assert spec["placement"]["gpuResource"] == "nvidia.com/gpu"
+    single = client.CustomObjectsApi(api).create_namespaced_custom_object(
+        "rewardpool.io", "v1alpha1", ns, "rewardpools", {**copy.deepcopy(VALID), "metadata": {"name": "single"}})
+    assert single["spec"]["scorer"]["device"] == "auto" and single["spec"]["scorer"]["gpus"] == 0
+    out = kubectl(chart, "explain", "rewardpool.spec.scorer.gpus").stdout
+    assert "num_gpus" in out and "gpuResource" in out
+    out = kubectl(chart, "explain", "rewardpool.spec.scorers").stdout
+    assert "weighted" in out and "read once" in out

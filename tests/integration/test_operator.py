@@ -296,7 +296,7 @@ def _crd_gone(ext) -> bool:
 def test_autoscaler_without_readable_metrics_holds_the_size(pools, ns):
     # kwok pods run no worker: no /metrics answers. The pool must keep 3 workers, not fall to the minimum.
     pools.create(pool_manifest("blind", replicas=3, autoscaling={"enabled": True, "minReplicas": 1, "maxReplicas": 6,
-                                                                  "targetQueueDepth": 4, "scaleDownDelaySeconds": 0}))
+                                                                  "targetQueueDepth": 4, "scaleDownStabilizationSeconds": 0}))
     pools.wait_ready("blind", 3)
     c = wait_for(lambda: (x := pools.condition("blind", "ScalingActive")) and x["status"] == "False" and x, 60,
                  what="ScalingActive False")

@@ -64,6 +64,76 @@ def test_worker_config_round_trips_through_the_contract():
     assert {"POD_NAME", "POD_NAMESPACE", "POD_IP"} <= env.keys()
 
 
+def test_gpu_pool_requests_gpus_for_the_container_and_the_ray_actor():
+    p = pool(scorer={"name": "pickscore", "numFrames": 8, "device": "cuda", "gpus": 2, "dtype": "bfloat16",
+                     "framesPerForward": 16, "modelPath": "/m"})
+    s, pod = render(p)
+    res = pod["spec"]["containers"][0]["resources"]
+    assert res["limits"]["nvidia.com/gpu"] == "2" and res["requests"]["nvidia.com/gpu"] == "2"
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    cfg = WorkerConfig.from_json(env[ENV_VAR])
+    assert (cfg.scorer.device, cfg.scorer.gpus, cfg.scorer.dtype, cfg.scorer.frames_per_forward) == (
+        "cuda", 2, "bfloat16", 16)
+    assert s.gpus == 2 and "GPU: 2 x nvidia.com/gpu" in s.memory_formula
+    # another vendor's resource name
+    _, amd = render(pool(scorer={"name": "pickscore", "gpus": 1}, placement={"gpuResource": "amd.com/gpu"}))
+    assert amd["spec"]["containers"][0]["resources"]["limits"]["amd.com/gpu"] == "1"
+    # a CPU pool requests none and lets the worker pick the device
+    _, cpu = render(pool())
+    assert not any("gpu" in k for k in cpu["spec"]["containers"][0]["resources"]["limits"])
+    cpu_env = {e["name"]: e.get("value") for e in cpu["spec"]["containers"][0]["env"]}
+    assert WorkerConfig.from_json(cpu_env[ENV_VAR]).scorer.device == "auto"
+
+
+def qos(pod) -> str:
+    """The pod's QoS class as the kubelet computes it (one container here)."""
+    res = pod["spec"]["containers"][0]["resources"]
+    req, lim = res.get("requests", {}), res.get("limits", {})
+    if all(k in lim and k in req and req[k] == lim[k] for k in ("cpu", "memory")):
+        return "Guaranteed"
+    return "Burstable" if req or lim else "BestEffort"
+
+
+def test_a_cpu_limit_makes_the_pod_guaranteed():
+    _, burstable = render(pool())
+    assert qos(burstable) == "Burstable"
+    _, guaranteed = render(pool(resources={"limits": {"cpu": "16"}}, scorer={"name": "pickscore", "gpus": 1}))
+    res = guaranteed["spec"]["containers"][0]["resources"]
+    assert qos(guaranteed) == "Guaranteed" and res["requests"]["cpu"] == "16"
+    assert res["requests"]["nvidia.com/gpu"] == res["limits"]["nvidia.com/gpu"] == "1"
+    # an explicit request is kept (the user chose Burstable)
+    _, chosen = render(pool(resources={"requests": {"cpu": "2"}, "limits": {"cpu": "16"}}))
+    assert qos(chosen) == "Burstable"
+
+
+def test_mixture_components_inherit_the_shared_settings():
+    p = pool(scorer={"numFrames": 8, "batchSize": 4, "device": "cuda", "gpus": 1, "modelPath": "/models/ps"},
+             scorers=[{"name": "pickscore", "weight": 0.7},
+                      {"class": "rm.ocr:OcrScorer", "weight": 0.3, "numFrames": 1, "modelPath": "/models/ocr",
+                       "args": {"lang": "en"}}])
+    s, pod = render(p)
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    cfg = WorkerConfig.from_json(env[ENV_VAR])
+    ps, ocr = cfg.scorers
+    assert cfg.scorer.ref == "" and cfg.scorer.batch_size == 4 and [c.component for c in cfg.components] == [
+        "pickscore", "OcrScorer"]
+    assert (ps.num_frames, ps.model_path, ps.weight, ps.device, ps.batch_size) == (8, "/models/ps", 0.7, "cuda", 4)
+    assert (ocr.num_frames, ocr.model_path, ocr.args, ocr.cls) == (1, "/models/ocr", {"lang": "en"}, "rm.ocr:OcrScorer")
+    assert cfg.read_buffer_max_bytes == s.read_buffer_bytes == 4 * 269_000_000
+
+
+def test_scorer_forms_are_exclusive():
+    import pydantic
+    import pytest
+
+    with pytest.raises(pydantic.ValidationError, match="exactly one of scorer.name"):
+        pool(scorer={"batchSize": 2})
+    with pytest.raises(pydantic.ValidationError, match="drop its name/class"):
+        pool(scorer={"name": "pickscore"}, scorers=[{"name": "mean-intensity"}])
+    with pytest.raises(pydantic.ValidationError, match="exactly one of name"):
+        pool(scorer={}, scorers=[{"weight": 1}])
+
+
 def test_template_hash_changes_with_the_spec_only():
     _, a = render(pool())
     _, b = render(pool())
@@ -91,6 +161,11 @@ def test_semantic_checks():
     assert reasons(pool(podTemplate={"spec": {"containers": [{"name": "worker", "securityContext": {"privileged": True}}]}})) == ["ForbiddenPodSetting"]
     assert reasons(pool(podTemplate={"spec": {"volumes": [{"name": "d", "hostPath": {"path": "/dev/infiniband"}}]}})) == ["ForbiddenPodSetting"]
     assert reasons(pool(network={})) == ["NoRoceNetwork"]
+    assert reasons(pool(scorer={"name": "pickscore", "device": "cuda"})) == ["NoGpuRequested"]
+    assert reasons(pool(scorer={"name": "pickscore", "device": "cpu", "dtype": "float16"})) == ["HalfPrecisionOnCpu"]
+    assert reasons(pool(scorer={}, scorers=[{"name": "pickscore"}, {"name": "pikscore"}])) == ["UnknownScorer"]
+    assert reasons(pool(scorer={}, scorers=[{"name": "pickscore"}, {"name": "pickscore", "weight": 2}])) == [
+        "DuplicateScorer"]
 
 
 def node(name, memory, rdma="1k"):
@@ -109,3 +184,62 @@ def test_placement_fit():
     fit, why = nodes_that_fit(p.spec, s.memory_bytes, [node("c", "1Ti", rdma=None)])
     assert fit == [] and "rdma/rdma_shared_device_a" in why
     assert "no node carries" in nodes_that_fit(p.spec, 1, [])[1]
+
+
+def test_one_drain_timeout_drives_grace_and_worker():
+    s, pod = render(pool(drainTimeoutSeconds=120))
+    cfg = WorkerConfig.from_json(next(e["value"] for e in pod["spec"]["containers"][0]["env"] if e["name"] == ENV_VAR))
+    assert cfg.drain_timeout_seconds == 120
+    assert pod["spec"]["terminationGracePeriodSeconds"] == 150  # timeout + the contract's margin
+    assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+
+
+def test_identity_covers_what_the_worker_sees_and_nothing_else():
+    auto = {"enabled": True, "minReplicas": 2, "maxReplicas": 8}
+    base = builders.template_hash(render(pool(replicas=2, autoscaling=auto))[1])
+    # Not replicas, autoscaling bounds or the drain timeout.
+    assert builders.template_hash(render(pool(replicas=5, autoscaling=auto))[1]) == base
+    assert builders.template_hash(render(pool(replicas=2, autoscaling={**auto, "maxReplicas": 9}))[1]) == base
+    assert builders.template_hash(render(pool(replicas=2, autoscaling=auto, drainTimeoutSeconds=30))[1]) == base
+    # But the image, the network and the podTemplate.
+    assert builders.template_hash(render(pool(replicas=2, autoscaling=auto, image="img:2"))[1]) != base
+    net = {"ipvlan": {"master": "bond1", "ipam": {"type": "whereabouts", "range": "192.168.9.0/24"}}}
+    assert builders.template_hash(render(pool(replicas=2, autoscaling=auto, network=net))[1]) != base
+    pt = {"metadata": {"labels": {"team": "rl"}}}
+    assert builders.template_hash(render(pool(replicas=2, autoscaling=auto, podTemplate=pt))[1]) != base
+
+
+def test_fixed_pool_keeps_its_recorded_basis_when_scaled():
+    p2 = pool(replicas=2)
+    s2 = sizing.compute(p2.spec)
+    recorded = sizing.recorded_basis(pool(replicas=4).spec, {"segment": s2.status()})
+    assert recorded == 2
+    s4 = sizing.compute(pool(replicas=4).spec, basis=recorded)
+    assert s4.per_worker_bytes == s2.per_worker_bytes and s4.total_bytes == 2 * s2.total_bytes
+    s1 = sizing.compute(pool(replicas=1).spec, basis=recorded)
+    assert [p.reason for p in s1.problems] == ["SegmentTooSmall"]
+    # New sizing inputs re-base.
+    other = pool(replicas=4, sizing={"samplesPerRollout": 32, "outputBytesPerSample": "269M"})
+    assert sizing.recorded_basis(other.spec, {"segment": s2.status()}) is None
+
+
+def test_the_typed_scorer_spec_mirrors_the_crd():
+    from pathlib import Path
+
+    import yaml
+
+    from rewardpool_operator.spec import Placement, Scorer, ScorerComponent
+
+    crd = yaml.safe_load((Path(__file__).resolve().parents[2] / "crds" / "rewardpool.io_rewardpools.yaml").read_text())
+    props = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+
+    def fields(model):
+        return {f.alias or name for name, f in model.model_fields.items()}
+
+    assert fields(Scorer) == set(props["scorer"]["properties"])
+    assert fields(ScorerComponent) == set(props["scorers"]["items"]["properties"])
+    assert fields(Placement) == set(props["placement"]["properties"])
+    for name, prop in {**props["scorer"]["properties"], **props["scorers"]["items"]["properties"]}.items():
+        assert prop.get("description"), f"scorer field {name} has no description for kubectl explain"
+    defaults = {k: v["default"] for k, v in props["scorer"]["properties"].items() if "default" in v}
+    assert defaults == {k: Scorer.model_fields[k].default for k in defaults}

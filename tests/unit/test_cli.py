@@ -24,3 +24,23 @@ def test_size_prints_the_sizing_as_json(capsys):
     assert out["per_worker_bytes"] * 2 >= out["required_bytes"] / 0.9
     assert main(["size", "-f", str(EXAMPLE)]) == 0
     assert json.loads(capsys.readouterr().out)["required_bytes"] == 64 * 269_000_000 + 2 * 64 * 10_000_000
+
+
+def test_render_a_gpu_mixture_pool(capsys):
+    from rewardpool_worker.config import ENV_VAR, WorkerConfig
+
+    gpu = EXAMPLE.parent / "pickscore-ocr-gpu-pool.yaml"
+    assert main(["render", "-f", str(gpu), "--namespace", "rl"]) == 0
+    out = capsys.readouterr()
+    assert "#" not in out.err  # no problem reported
+    pod = [o for o in yaml.safe_load_all(out.out) if o["kind"] == "Pod"][0]
+    (c,) = pod["spec"]["containers"]
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == c["resources"]["requests"]["nvidia.com/gpu"] == "1"
+    assert c["resources"]["requests"]["cpu"] == c["resources"]["limits"]["cpu"] == "16"
+    assert c["resources"]["requests"]["memory"] == c["resources"]["limits"]["memory"]
+    cfg = WorkerConfig.from_json(next(e["value"] for e in c["env"] if e["name"] == ENV_VAR))
+    assert [(s.component, s.weight) for s in cfg.scorers] == [("pickscore", 0.7), ("OcrScorer", 0.3)]
+    assert cfg.scorer.gpus == 1 and cfg.scorers[1].args == {"lang": "en"}
+    assert main(["size", "-f", str(gpu)]) == 0
+    size = json.loads(capsys.readouterr().out)
+    assert size["gpus"] == 1 and size["model_bytes"] == 6 * 2**30 and "GPU: 1 x nvidia.com/gpu" in size["memory_formula"]

@@ -6,11 +6,24 @@ from rewardpool_worker.network import local_hostname, parse_annotations_file, ro
 
 
 @pytest.mark.parametrize("total,n,expected", [
-    (16, 4, [0, 5, 10, 15]), (16, 2, [0, 15]), (16, 1, [7]), (15, 1, [7]), (5, None, [0, 1, 2, 3, 4]),
-    (5, 8, [0, 1, 2, 3, 4]), (121, 8, [0, 17, 34, 51, 69, 86, 103, 120]), (1, 1, [0]),
+    (16, 4, [0, 5, 10, 15]), (16, 2, [0, 15]), (16, 1, [8]), (15, 1, [7]), (2, 1, [1]), (5, None, [0, 1, 2, 3, 4]),
+    (5, 8, [0, 1, 2, 3, 4]), (5, 5, [0, 1, 2, 3, 4]), (121, 8, [0, 17, 34, 51, 69, 86, 103, 120]), (1, 1, [0]),
+    (6, 5, [0, 1, 2, 4, 5]),  # 2.5 -> 2 and 3.75 -> 4: Python's round, halves to even
 ])
 def test_frame_indices(total, n, expected):
     assert frames.frame_indices(total, n) == expected
+
+
+def test_to_uint8_truncates_and_takes_both_ranges():
+    # [0, 1] floats are scaled; 100.6 and 100.4 both truncate to 100 (rounding would give 101 and 100)
+    unit = torch.tensor([100.6, 100.4, 0.0, 255.0]) / 255
+    assert frames.to_uint8(unit).tolist() == [100, 100, 0, 255]
+    # values already in [0, 255] are taken as they are, truncated, and clamped
+    assert frames.to_uint8(torch.tensor([3.9, 254.99, 300.0, -2.0])).tolist() == [3, 254, 255, 0]
+    # a max within 1 + 1e-3 still counts as [0, 1]; just past it does not
+    assert frames.to_uint8(torch.tensor([1.0005, 0.5])).tolist() == [255, 127]
+    assert frames.to_uint8(torch.tensor([1.002, 0.5])).tolist() == [1, 0]
+    assert frames.to_uint8(torch.tensor([7, 200], dtype=torch.uint8)).tolist() == [7, 200]
 
 
 def test_pick_frames_picks_before_quantising(monkeypatch):

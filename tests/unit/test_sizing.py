@@ -53,10 +53,30 @@ def test_watermark_raises_the_segment():
 
 def test_memory_covers_every_term():
     r = sizing.compute(spec())
-    terms = r.per_worker_bytes + r.local_buffer_bytes + r.read_buffer_bytes + r.model_bytes + r.shm_bytes + r.overhead_bytes
+    terms = (r.per_worker_bytes + r.local_buffer_bytes + 2 * r.read_buffer_bytes + r.model_bytes + r.shm_bytes
+             + r.overhead_bytes)
     assert r.memory_bytes >= terms and r.memory_bytes - terms < 2**20
-    assert r.read_buffer_bytes == 8 * 269_000_000 and r.model_bytes == 4 * GiB
-    assert "segment" in r.memory_formula and "read buffer" in r.memory_formula
+    # two read buffers of one batch each: the batch the model scores and the one read ahead of it
+    assert r.read_buffers == 2 and r.read_buffer_bytes == 8 * 269_000_000 and r.model_bytes == 4 * GiB
+    assert "segment" in r.memory_formula and "2 read buffers" in r.memory_formula and "read ahead" in r.memory_formula
+    assert r.gpus == 0 and r.gpu_memory_bytes == 0 and "GPU" not in r.memory_formula
+
+
+def test_gpu_pool_reports_its_gpu_memory():
+    fp32 = sizing.compute(spec(scorer={"name": "pickscore", "gpus": 1, "framesPerForward": 32}))
+    half = sizing.compute(spec(scorer={"name": "pickscore", "gpus": 1, "framesPerForward": 32, "dtype": "bfloat16"}))
+    assert fp32.gpus == 1 and fp32.gpu_memory_bytes == 4 * GiB + 32 * 64 * 2**20
+    assert half.gpu_memory_bytes == fp32.gpu_memory_bytes // 2
+    assert "GPU: 1 x nvidia.com/gpu" in fp32.memory_formula
+    # host memory keeps the model term: the weights are loaded through host memory before moving
+    assert fp32.memory_bytes == sizing.compute(spec()).memory_bytes
+
+
+def test_mixture_counts_every_model():
+    r = sizing.compute(spec(scorer={"name": None, "batchSize": 4}, scorers=[
+        {"name": "pickscore"}, {"class": "x.ocr:Ocr", "modelMemory": "2Gi"}, {"name": "mean-intensity"}]))
+    assert r.model_bytes == 4 * GiB + 2 * GiB and "3 models" in r.memory_formula
+    assert r.read_buffer_bytes == 4 * 269_000_000
 
 
 def test_segment_above_registration_limit_is_flagged_with_a_way_out():

@@ -12,6 +12,9 @@ class SlowScorer:
     def __init__(self, seconds: float = 3.0):
         self.seconds = seconds
 
+    def warmup(self):  # its own warm-up: the tests that use it need no 3 s forward at start
+        pass
+
     def score_batch(self, outputs, prompts):
         import time
 
@@ -22,3 +25,46 @@ class SlowScorer:
 class OneSecondScorer(SlowScorer):
     def __init__(self):
         super().__init__(1.0)
+
+
+class ArgsScorer:
+    """Takes args and the pool's standard keywords; scores scale x the output's mean (float32 view)."""
+
+    def __init__(self, scale: float, model_path: str | None = None, device: str | None = None,
+                 num_frames: int | None = None):
+        self.scale, self.model_path, self.device, self.num_frames = scale, model_path, device, num_frames
+
+    def score_batch(self, outputs, prompts):
+        return [self.scale * float(o.float().mean()) for o in outputs]
+
+
+class GateScorer:
+    """Blocks every batch until `gate` is set, recording what it saw: lets a test look at a backlog."""
+
+    def __init__(self):
+        import threading
+
+        self.gate, self.entered, self.seen = threading.Event(), threading.Event(), []
+
+    def warmup(self):
+        pass
+
+    def score_batch(self, outputs, prompts):
+        self.seen.append([(o.data_ptr(), o.numel() * o.element_size()) for o in outputs])
+        self.entered.set()
+        assert self.gate.wait(120), "the test never opened the gate"
+        return [float(o.float().mean()) for o in outputs]
+
+
+class HangingScorer:
+    """Hangs on the prompt "hang" (a wedged model); scores 1.0 otherwise."""
+
+    def __init__(self, seconds: float = 60.0):
+        self.seconds = seconds
+
+    def score_batch(self, outputs, prompts):
+        import time
+
+        if "hang" in prompts:
+            time.sleep(self.seconds)
+        return [1.0] * len(outputs)

@@ -23,6 +23,7 @@ from rewardpool_worker.reader import RegisteredTensorReader
 from rewardpool_worker.store import Store
 from rewardpool_devcluster.mooncake import Master, Producer
 from rewardpool_devcluster.producer import make_tensor
+from rewardpool_worker.frames import to_uint8
 
 
 def worker_cfg(master, pool: str, scorer: dict, ns: str = "t") -> WorkerConfig:
@@ -203,7 +204,8 @@ def test_entrypoint_with_the_operator_rendered_config_becomes_ready_scores_and_d
             assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()[-3000:]
             time.sleep(0.5)
         ready = json.loads(body)
-        assert ready["buffer_registered"] and ready["model_loaded"] and ready["store"]
+        assert ready["buffer_registered"] and ready["model_loaded"] and ready["store"] and ready["live"]
+        assert ready["batch_size"] == 2 and ready["warmup_seconds"] >= 0
 
         client = RewardPoolClient("e2e", "t")
         assert client.refresh() == ["rewardpool:t/e2e:e2e-abcde"]
@@ -214,7 +216,9 @@ def test_entrypoint_with_the_operator_rendered_config_becomes_ready_scores_and_d
         time.sleep(1.5)
         metrics = get("/metrics")[1]
         assert "rewardpool_worker_batches_total 1.0" in metrics
-        assert "rewardpool_worker_buffer_registrations 1.0" in metrics
+        assert "rewardpool_worker_buffer_registrations 2.0" in metrics  # one buffer per read slot, registered at start
+        assert "rewardpool_worker_warmup_seconds " in metrics and ready["warmup_seconds"] is not None
+        assert get("/healthz")[0] == 200
 
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
@@ -223,3 +227,149 @@ def test_entrypoint_with_the_operator_rendered_config_becomes_ready_scores_and_d
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_20_concurrent_batches_stay_within_the_sized_memory(ray_cluster, master, producer):
+    """One actor, 20 batches at once: the backlog holds refs, not outputs. Peak RSS over the RSS at Ready stays
+    within the formula's read term (two slots of one batch) plus one batch of scorer work."""
+    from rewardpool_operator import builders, sizing
+    from rewardpool_operator.spec import Pool
+
+    MiB = 2**20
+    shape = (3, 8, 1024, 512)  # float32: 48 MiB an output, large next to the process's own noise
+    pool = Pool.from_object({"metadata": {"name": "mem", "namespace": "t", "uid": "u"}, "spec": {
+        "image": "w", "scorer": {"name": "mean-intensity", "numFrames": 2, "batchSize": 2},
+        "store": {"master": master.address, "protocol": "tcp", "segmentSize": 0, "localBufferSize": "16Mi"},
+        "sizing": {"samplesPerRollout": 4, "outputBytesPerSample": str(48 * MiB)},
+        "ray": {"namespace": "rewardpool"}}})
+    size = sizing.compute(pool.spec)
+    cfg = builders.worker_config(pool, size)
+    assert size.read_buffers == 2 and cfg.read_buffer_max_bytes == 2 * 48 * MiB
+    actor = start_actor(cfg, "mem-pod-0", "127.0.0.1")
+    try:
+        refs = [producer.put(f"mem-{i}", seed=1000 + i, shape=shape) for i in range(4)]
+        expected = [float(to_uint8(make_tensor(1000 + i, list(shape), "float32")[:, [0, 7]]).float().mean() / 255)
+                    for i in range(4)]
+        at_ready = ray.get(actor.memory.remote(reset_peak=True))
+        batches = [[refs[i % 4], refs[(i + 1) % 4]] for i in range(20)]
+        results = ray.get([actor.score_batch.remote(b, ["p", "p"]) for b in batches], timeout=300)
+        peak = ray.get(actor.memory.remote())["peak_rss"]
+        stats = ray.get(actor.stats.remote())
+    finally:
+        ray.kill(actor)
+    assert results == [[pytest.approx(expected[i % 4], abs=1e-5), pytest.approx(expected[(i + 1) % 4], abs=1e-5)]
+                       for i in range(20)]
+    assert stats["batches"] == 20 and stats["peak_holding"] == 2 and stats["buffer_bytes"] <= 2 * 96 * MiB
+    read_term = size.read_buffers * size.read_buffer_bytes  # 192 MiB: what the pod's memory counts for reads
+    # The scorer's working memory for the one batch in the model (mean-intensity: the picked frames as float,
+    # scaled, clamped, uint8 and float again), bounded by one batch; the pod formula counts it in its overhead.
+    scorer_work = size.read_buffer_bytes
+    grown = peak - at_ready["rss"]
+    print(f"RSS at Ready {at_ready['rss'] / MiB:.0f} MiB, peak {peak / MiB:.0f} MiB, grown {grown / MiB:.0f} MiB "
+          f"(read term {read_term / MiB:.0f} MiB; 20 batches held at once would be {20 * 96} MiB)")
+    assert grown <= read_term + scorer_work
+    assert peak <= size.memory_bytes
+
+
+def test_the_client_splits_what_the_actor_refuses(actors, producer):
+    (actor,) = actors("split", 1, {"name": "mean-intensity", "batch_size": 2})
+    refs = [producer.put(f"split-{i}", seed=1100 + i, shape=(3, 2, 4, 4)) for i in range(5)]
+    with pytest.raises(ray.exceptions.RayTaskError, match="batch of 5 outputs exceeds this pool's scorer.batchSize 2"):
+        ray.get(actor.score_batch.remote(refs, ["p"] * 5))
+    client = RewardPoolClient("split", "t")
+    scores = client.score(refs, ["p"] * 5)
+    assert scores == [pytest.approx(float(to_uint8(make_tensor(1100 + i, [3, 2, 4, 4], "float32")).float().mean()
+                                        / 255)) for i in range(5)]
+    assert client.batch_size == 2 and sum(client.served.values()) == 3  # 2 + 2 + 1
+    assert ray.get(actor.stats.remote())["refused"] == 1
+
+
+def test_liveness_fails_on_a_wedged_batch_and_on_a_gone_actor(ray_cluster, master, tmp_path):
+    worker = Entrypoint(ray_cluster, master, tmp_path, "wedge", {"class": "tests.worker.custom_scorer:HangingScorer",
+                                                                 "args": {"seconds": 600}}, wedge_floor_seconds=2)
+    try:
+        worker.wait_ready()
+        assert worker.get("/healthz")[0] == 200
+        client = RewardPoolClient("wedge", "t")
+        assert client.score([torch.zeros(3, 4, 4)], ["fine"]) == [1.0]
+        client.submit([torch.zeros(3, 4, 4)], ["hang"])  # holds the model for 600 s
+        code, body = worker.poll("/healthz", lambda c, b: c == 503)
+        assert "held the model" in json.loads(body)["reason"] and worker.get("/readyz")[0] == 503
+        ray.kill(ray.get_actor("rewardpool:t/wedge:wedge-abcde", namespace="rewardpool"))
+        code, body = worker.poll("/healthz", lambda c, b: "gone" in b)
+        assert code == 503 and "the Ray actor is gone" in json.loads(body)["reason"]
+        worker.proc.send_signal(signal.SIGTERM)
+        assert worker.proc.wait(60) == 1  # nothing to drain: the batches go to other actors by the client
+    finally:
+        worker.stop()
+
+
+class Entrypoint:
+    """`rewardpool-worker` in its own process, started with the config the operator renders for a pool."""
+
+    def __init__(self, ray_address, master, tmp_path, name: str, scorer: dict, **cfg_over):
+        from rewardpool_devcluster.cluster import free_port
+        from rewardpool_operator import builders, sizing
+        from rewardpool_operator.spec import Pool
+
+        pool = Pool.from_object({"metadata": {"name": name, "namespace": "t", "uid": "u"}, "spec": {
+            "replicas": 1, "image": "w", "scorer": {"batchSize": 2, **scorer},
+            "store": {"master": master.address, "protocol": "tcp", "segmentSize": "32Mi", "localBufferSize": "16Mi"},
+            "sizing": {"samplesPerRollout": 4, "outputBytesPerSample": "1Mi"},
+            "ray": {"address": ray_address, "namespace": "rewardpool"}}})
+        cfg = json.loads(builders.worker_config(pool, sizing.compute(pool.spec)).to_json())
+        self.port = free_port()
+        cfg.update(http_port=self.port, **cfg_over)
+        self.log = tmp_path / f"{name}.log"
+        self.proc = subprocess.Popen([sys.executable, "-m", "rewardpool_worker.main"], env={
+            **os.environ, "REWARDPOOL_WORKER_CONFIG": json.dumps(cfg), "POD_NAME": f"{name}-abcde",
+            "POD_IP": "127.0.0.1", "REWARDPOOL_HTTP_HOST": "127.0.0.1",
+            "REWARDPOOL_ANNOTATIONS_FILE": str(tmp_path / "none")}, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
+
+    def get(self, path):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def poll(self, path, done, timeout: float = 90):
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                code, body = self.get(path)
+                if done(code, body):
+                    return code, body
+            except OSError:
+                pass
+            assert self.proc.poll() is None, self.log.read_text()[-3000:]
+            assert time.monotonic() < deadline, self.log.read_text()[-3000:]
+            time.sleep(0.3)
+
+    def wait_ready(self):
+        return self.poll("/readyz", lambda c, b: c == 200)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def test_a_store_outage_makes_the_worker_unready_not_dead(ray_cluster, tmp_path):
+    own = Master(tmp_path)
+    actor = None
+    try:
+        actor = start_actor(worker_cfg(own, "outage", {"name": "mean-intensity"}), "outage-pod-0", "127.0.0.1")
+        assert ray.get(actor.ready.remote())["store"] is True
+        own.stop()
+        deadline = time.monotonic() + 90
+        while (ready := ray.get(actor.ready.remote(), timeout=30))["store"]:
+            assert time.monotonic() < deadline, ready
+            time.sleep(0.5)
+        assert ready["store_error"]
+        stats = ray.get(actor.stats.remote(), timeout=30)  # still answering: liveness holds
+        assert stats["store_ok"] is False and not stats["wedged"]
+    finally:
+        if actor is not None:
+            ray.kill(actor)
+        own.stop()

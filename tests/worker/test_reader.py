@@ -135,3 +135,23 @@ def test_a_read_that_outlasts_the_lease_is_a_clear_error(tmp_path):
     finally:
         p.close()
         m.stop()
+
+
+def test_buffer_grows_by_doubling_up_to_its_cap_and_no_further(store, producer):
+    from rewardpool_worker.reader import BufferCapExceeded
+
+    MiB = 2**20
+    reader = RegisteredTensorReader(store, initial_bytes=1 * MiB, max_bytes=5 * MiB)
+    sizes = {"cap-a": 1.5, "cap-b": 2.5, "cap-c": 4.5}  # MiB
+    refs = {k: producer.put(k, seed=50 + i, shape=(int(v * MiB) // 4,)) for i, (k, v) in enumerate(sizes.items())}
+    reader.read(refs["cap-a"])
+    assert reader.stats.capacity == 2 * MiB  # max(1.5, 2 x 0): the initial 1 MiB was never enough
+    reader.read(refs["cap-b"])
+    assert reader.stats.capacity == 4 * MiB  # doubled
+    reader.read(refs["cap-c"])
+    assert reader.stats.capacity == 5 * MiB  # doubling would give 8: the cap stops it
+    too_big = producer.put("cap-d", seed=59, shape=(int(5.5 * MiB) // 4,))
+    with pytest.raises(BufferCapExceeded, match="exceeds the read buffer's cap of 5242880 bytes"):
+        reader.read(too_big)
+    assert reader.stats.capacity == 5 * MiB and reader.stats.registrations == 3
+    assert torch.equal(reader.read(refs["cap-c"]), make_tensor(52, [int(4.5 * MiB) // 4], "float32"))

@@ -1,68 +1,187 @@
-"""The stored-output reward actor: wraps any scorer class so that it accepts refs to stored outputs. It
-reads the refs through the registered reader, passes inline tensors (evaluation) through untouched, and calls
-the scorer's own `score_batch`: the scorer's code does not change."""
+"""The stored-output reward actor: wraps any scorer so that it accepts refs to stored outputs. It reads the
+refs through registered readers, passes inline tensors (evaluation) through untouched, and calls the scorer's
+own `score_batch`: the scorer's code does not change.
+
+Memory stays within what the operator sized: the actor has a fixed number of read slots (two: one batch
+scored, one read ahead of the model), each a registered buffer capped at one batch. A batch waits for a free
+slot before it reads anything, so a backlog of queued batches holds refs, not outputs. The scorer gets
+zero-copy views of the slot's buffer, released when it returns (see scorers/__init__.py for the contract)."""
 from __future__ import annotations
 
+import logging
+import queue
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
 from .reader import RegisteredTensorReader
 from .records import OutputRef
 
+log = logging.getLogger("rewardpool.worker.actor")
+READ_SLOTS = 2  # the sizing's READ_BUFFERS: one batch being scored, one read ahead
+# Liveness: a batch holding the model this much longer than the slowest batch seen (or than the warm-up
+# predicts) means the scorer is wedged (a hung kernel, a deadlock); never before the floor, so a slow first
+# batch on a cold GPU is not mistaken for one.
+WEDGE_FACTOR = 10.0
+WEDGE_FLOOR_SECONDS = 300.0
+
+
+class BatchTooLarge(ValueError):
+    """A batch larger than the pool's scorer.batchSize: the pod's memory is sized for one batch per slot."""
+
+
+def warm_up(scorer) -> None:
+    """Run one forward before the worker is Ready: the scorer's own `warmup()`, else one synthetic frame."""
+    if callable(getattr(scorer, "warmup", None)):
+        scorer.warmup()
+    else:
+        scorer.score_batch([torch.zeros(3, 1, 224, 224, dtype=torch.uint8)], ["warm-up"])
+
 
 class StoredOutputRewardActor:
-    def __init__(self, scorer, reader: RegisteredTensorReader | None):
-        self.scorer, self.reader = scorer, reader
+    def __init__(self, scorer, reader: RegisteredTensorReader | list[RegisteredTensorReader] | None,
+                 batch_size: int | None = None, max_batch_bytes: int = 0,
+                 wedge_floor_seconds: float = WEDGE_FLOOR_SECONDS):
+        self.scorer = scorer
+        readers = reader if isinstance(reader, list) else [reader] * (reader is not None)
+        self.readers = readers
+        self.batch_size, self.max_batch_bytes = batch_size, max_batch_bytes
+        self.wedge_floor_seconds = wedge_floor_seconds
+        self._slots: queue.Queue = queue.Queue()
+        for r in readers or [None] * READ_SLOTS:
+            self._slots.put(r)
         self._lock = threading.Lock()
-        self._model = threading.Lock()  # one batch at a time through the model, as on a GPU
-        self.in_flight = 0
+        # One thread runs the model, one batch at a time (as on a GPU). Also for memory: glibc gives each
+        # thread its own malloc arena and keeps what a thread freed there, so a scorer run from 20 call
+        # threads in turn would leave 20 batches' worth of working memory resident.
+        self._model = ThreadPoolExecutor(1, thread_name_prefix="rewardpool-model")
+        self.in_flight = 0  # accepted, not finished (waiting, reading or scoring)
+        self.holding = 0  # batches holding a read slot (read, or being read or scored): at most the slots
+        self.peak_holding = 0
         self.pending_bytes = 0
         self.batches = 0
+        self.refused = 0
+        self.model_since: float | None = None
+        self.slowest_batch = 0.0
+        self.warmup_seconds: float | None = None
         self.read_times: list[float] = []  # since the last stats() snapshot
         self.score_times: list[float] = []
 
-    def materialise(self, outputs: list[OutputRef | torch.Tensor]) -> list[torch.Tensor]:
-        refs = [o for o in outputs if isinstance(o, OutputRef)]
-        if refs and self.reader is None:
-            raise RuntimeError("got stored-output refs but this actor has no store reader")
-        read = iter(self.reader.read_many(refs)) if refs else iter(())
-        return [next(read) if isinstance(o, OutputRef) else o for o in outputs]
+    def warm_up(self) -> float:
+        t0 = time.perf_counter()
+        self._model.submit(warm_up, self.scorer).result()
+        self.warmup_seconds = time.perf_counter() - t0
+        return self.warmup_seconds
 
-    def score_batch(self, outputs: list[OutputRef | torch.Tensor], prompts: list[str]) -> list[float]:
+    def _run_model(self, tensors: list, prompts: list[str]) -> tuple[list, float]:
+        """In the model thread: score, and time it (from the start of this batch's turn)."""
+        t0 = time.perf_counter()
+        self.model_since = time.monotonic()
+        try:
+            return list(self.scorer.score_batch(tensors, prompts)), time.perf_counter() - t0
+        finally:
+            self.model_since = None
+
+    def _check(self, outputs: list, prompts: list[str]) -> int:
         if len(outputs) != len(prompts):
             raise ValueError(f"{len(outputs)} outputs but {len(prompts)} prompts")
+        if self.batch_size is not None and len(outputs) > self.batch_size:
+            raise BatchTooLarge(
+                f"batch of {len(outputs)} outputs exceeds this pool's scorer.batchSize {self.batch_size} (the "
+                "worker's memory holds batchSize outputs per read slot): split it (RewardPoolClient.score does)")
         nbytes = sum(o.nbytes for o in outputs if isinstance(o, OutputRef))
+        if self.max_batch_bytes and nbytes > self.max_batch_bytes:
+            raise BatchTooLarge(
+                f"batch of {nbytes} stored bytes exceeds the {self.max_batch_bytes} bytes a read slot holds "
+                "(scorer.batchSize x sizing.outputBytesPerSample): the outputs are larger than spec.sizing says")
+        return nbytes
+
+    def score_batch(self, outputs: list[OutputRef | torch.Tensor], prompts: list[str]) -> list:
+        try:
+            nbytes = self._check(outputs, prompts)
+        except BatchTooLarge:
+            with self._lock:
+                self.refused += 1
+            raise
+        if not outputs:
+            return []
         with self._lock:
             self.in_flight += 1
             self.pending_bytes += nbytes
         try:
-            t0 = time.perf_counter()
-            tensors = self.materialise(outputs)
-            t1 = time.perf_counter()
-            with self._model:
-                t2 = time.perf_counter()
-                scores = [float(s) for s in self.scorer.score_batch(tensors, prompts)]
-            if len(scores) != len(outputs):
-                raise ValueError(f"scorer returned {len(scores)} scores for {len(outputs)} outputs")
+            reader = self._slots.get()  # wait here, before reading: a queued batch holds no output memory
             with self._lock:
-                self.batches += 1
-                self.read_times.append(t1 - t0)
-                self.score_times.append(time.perf_counter() - t2)
-            return scores
+                self.holding += 1
+                self.peak_holding = max(self.peak_holding, self.holding)
+            try:
+                return self._read_and_score(reader, outputs, prompts)
+            finally:
+                with self._lock:
+                    self.holding -= 1
+                self._slots.put(reader)
         finally:
             with self._lock:
                 self.in_flight -= 1
                 self.pending_bytes -= nbytes
 
-    def stats(self) -> dict:
-        """A snapshot for metrics; timing lists are handed over once."""
+    def _read_and_score(self, reader, outputs: list, prompts: list[str]) -> list:
+        refs = [o for o in outputs if isinstance(o, OutputRef)]
+        if refs and reader is None:
+            raise RuntimeError("got stored-output refs but this actor has no store reader")
+        t0 = time.perf_counter()
+        lease = reader.view_many(refs) if refs else None
+        try:
+            views = iter(lease.tensors) if lease else iter(())
+            if getattr(self.scorer, "copy_outputs", False):  # a scorer that keeps outputs gets its own copies
+                views = iter([v.clone() for v in views])
+            tensors = [next(views) if isinstance(o, OutputRef) else o for o in outputs]
+            del views
+            t1 = time.perf_counter()
+            job = self._model.submit(self._run_model, tensors, prompts)
+            del tensors
+            scores, elapsed = job.result()
+            del job  # the finished job still references the views
+        finally:
+            if lease is not None:
+                lease.release()  # the views die here: the slot's buffer takes the next batch
+        if len(scores) != len(outputs):
+            raise ValueError(f"scorer returned {len(scores)} scores for {len(outputs)} outputs")
+        scores = [s if isinstance(s, dict) else float(s) for s in scores]
         with self._lock:
-            r = self.reader.stats if self.reader else None
+            self.batches += 1
+            self.slowest_batch = max(self.slowest_batch, elapsed)
+            self.read_times.append(t1 - t0)
+            self.score_times.append(elapsed)
+        return scores
+
+    def read_copies(self, refs: list[OutputRef]) -> list[torch.Tensor]:
+        """Outputs as copies (media logging), through a read slot like any batch."""
+        reader = self._slots.get()
+        try:
+            return reader.read_many(refs)
+        finally:
+            self._slots.put(reader)
+
+    def wedged_after(self) -> float:
+        expected = max(self.slowest_batch, (self.warmup_seconds or 0.0) * (self.batch_size or 1))
+        return max(self.wedge_floor_seconds, WEDGE_FACTOR * expected)
+
+    def stats(self) -> dict:
+        """A snapshot for metrics and health; timing lists are handed over once."""
+        with self._lock:
+            regs = [r.stats for r in self.readers]
+            since = self.model_since
+            busy = time.monotonic() - since if since is not None else 0.0
             snap = {"queue_depth": self.in_flight, "in_flight": self.in_flight, "pending_bytes": self.pending_bytes,
-                    "batches": self.batches, "bytes_read": r.bytes_read if r else 0,
-                    "reads": r.reads if r else 0, "registrations": r.registrations if r else 0,
+                    "holding": self.holding, "peak_holding": self.peak_holding, "batches": self.batches,
+                    "refused": self.refused,
+                    "bytes_read": sum(r.bytes_read for r in regs), "reads": sum(r.reads for r in regs),
+                    "registrations": sum(r.registrations for r in regs),
+                    "buffer_bytes": sum(r.capacity for r in regs),
+                    "model_busy_seconds": busy, "wedged_after_seconds": self.wedged_after(),
+                    "wedged": busy > self.wedged_after(), "warmup_seconds": self.warmup_seconds,
                     "read_times": self.read_times, "score_times": self.score_times}
             self.read_times, self.score_times = [], []
         return snap

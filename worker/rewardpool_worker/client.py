@@ -2,7 +2,10 @@
 
 `RewardPoolClient` finds the pool's live actors by name in Ray, sends each batch to the actor with the least
 outstanding work, refreshes membership as the pool scales, and retries a batch on another actor when one
-dies or drains: nothing is lost, because outputs stay in the store until they are released.
+dies or drains: nothing is lost, because outputs stay in the store until they are released. A call with more
+outputs than the pool's scorer.batchSize (which the actors refuse: their memory holds one batch per read
+slot) is split into batches of that size, scored concurrently, and the results joined in order. A pool with
+several scorers returns one dict per output, `{component..., "weighted": sum}`.
 
 `Releaser` removes each output exactly once, after its last reward (a sample scored by several reward
 models, or a group reward, counts down to zero first), keeping the first N scored samples for media logging
@@ -44,9 +47,10 @@ class _Member:
 
 class RewardPoolClient:
     def __init__(self, pool: str, namespace: str = "default", ray_namespace: str = "rewardpool",
-                 refresh_seconds: float = 5.0, attempts: int = 4):
+                 refresh_seconds: float = 5.0, attempts: int = 4, batch_size: int | None = None):
         self.prefix = f"rewardpool:{namespace}/{pool}:"
         self.ray_namespace, self.refresh_seconds, self.attempts = ray_namespace, refresh_seconds, attempts
+        self.batch_size = batch_size  # None: learned from the actors (their scorer.batchSize)
         self._members: dict[str, _Member] = {}
         self._lock = threading.Lock()
         self._refreshed = 0.0
@@ -91,7 +95,33 @@ class RewardPoolClient:
             self._members.pop(name, None)
 
     # scoring ---------------------------------------------------------------------------------------------------
-    def score(self, outputs: list, prompts: list[str]) -> list[float]:
+    def _batch_limit(self) -> int:
+        if self.batch_size is None:
+            member = self._pick(set())
+            try:
+                self.batch_size = int(ray.get(member.handle.ready.remote(), timeout=60)["batch_size"])
+            finally:
+                member.outstanding -= 1
+        return self.batch_size
+
+    def score(self, outputs: list, prompts: list[str]) -> list:
+        """Score outputs: one batch per scorer.batchSize outputs, concurrently, results in order."""
+        if len(outputs) != len(prompts):
+            raise ValueError(f"{len(outputs)} outputs but {len(prompts)} prompts")
+        if not outputs:
+            return []
+        n = self._batch_limit()
+        if len(outputs) <= n:
+            return self._score_batch(outputs, prompts)
+        from concurrent.futures import ThreadPoolExecutor
+
+        if not hasattr(self, "_splits"):  # its own threads: a split never waits on the submit() pool
+            self._splits = ThreadPoolExecutor(16, thread_name_prefix="rewardpool-split")
+        parts = [self._splits.submit(self._score_batch, outputs[i:i + n], prompts[i:i + n])
+                 for i in range(0, len(outputs), n)]
+        return [s for p in parts for s in p.result()]
+
+    def _score_batch(self, outputs: list, prompts: list[str]) -> list:
         """Score one batch; on an actor that died or drains, retry on another (the outputs are still stored)."""
         tried: set[str] = set()
         last: Exception | None = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,6 +35,24 @@ def termination_grace_seconds(drain_timeout: int) -> int:
     return drain_timeout + DRAIN_GRACE_MARGIN_SECONDS
 
 
+# A client's demand hint: `{"outputs": N, "until": RFC 3339}` as an annotation on the RewardPool, written by
+# `rewardpool_worker.demand.expect` at a rollout's start and read by the operator's autoscaler, so the pool
+# grows before the queue builds, and can start from zero workers (no worker, no queue to read).
+EXPECTED_OUTPUTS_ANNOTATION = "rewardpool.io/expected-outputs"
+
+
+def parse_expected_outputs(value: str | None, now: float) -> int:
+    """Outputs still expected per the annotation; 0 when absent, malformed or expired."""
+    from datetime import datetime
+
+    try:
+        hint = json.loads(value or "")
+        until = datetime.fromisoformat(str(hint["until"]).replace("Z", "+00:00")).timestamp()
+        return max(int(hint["outputs"]), 0) if until > now else 0
+    except (ValueError, KeyError, TypeError):
+        return 0
+
+
 def control_secret_name(pool: str) -> str:
     return f"{pool}-control"
 
@@ -55,16 +73,31 @@ class StoreConfig(BaseModel):
 
 
 class ScorerConfig(BaseModel):
+    """One scorer, complete: the operator resolves what a component of `scorers` inherits from `scorer`, so
+    the worker never merges settings itself. In the mixture form `WorkerConfig.scorer` carries only the
+    settings the components share (batch size, device, GPUs) and names no scorer."""
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     name: str | None = None
     cls: str | None = Field(default=None, alias="class", description="package.module:Class")
     num_frames: int | None = Field(default=None, ge=1)
-    batch_size: int = Field(default=8, ge=1)
+    batch_size: int = Field(default=8, ge=1, description="most outputs one call may carry; larger is refused")
     model_path: str | None = None
+    device: Literal["auto", "cpu", "cuda"] = Field(default="auto",
+                                                   description="auto: cuda when the process sees a GPU")
+    gpus: int = Field(default=0, ge=0, description="GPUs the pod and the Ray actor request")
+    dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+    frames_per_forward: int = Field(default=32, ge=1, description="frames per model forward, across outputs")
+    weight: float = Field(default=1.0, description="weight of this component in the weighted sum")
+    args: dict[str, Any] = Field(default_factory=dict, description="constructor keywords of a custom scorer")
 
     @property
     def ref(self) -> str:
         return self.name or self.cls or ""
+
+    @property
+    def component(self) -> str:
+        """The key of this scorer's score in a mixture's result: the built-in name or the class name."""
+        return self.name or (self.cls or "").rpartition(":")[2]
 
 
 class RayConfig(BaseModel):
@@ -79,12 +112,19 @@ class WorkerConfig(BaseModel):
     namespace: str
     store: StoreConfig
     scorer: ScorerConfig
+    scorers: list[ScorerConfig] = Field(default_factory=list, description=(
+        "components of a weighted mixture, each read once and scored by all; empty: `scorer` alone"))
     ray: RayConfig = Field(default_factory=RayConfig)
-    read_buffer_bytes: int = Field(ge=0, description="initial size of the registered read buffer")
+    read_buffer_bytes: int = Field(ge=0, description="initial size of each registered read buffer")
+    read_buffer_max_bytes: int = Field(default=0, ge=0, description=(
+        "cap of each registered read buffer (one batch; the pod's memory counts two: one scored, one read "
+        "ahead); 0: not sized, no cap"))
     network_attachment: str | None = Field(default=None, description="namespace/name of the RoCE attachment")
     http_port: int = HTTP_PORT
     drain_timeout_seconds: int = Field(default=600, ge=0, description="finish in-flight batches within this "
                                        "after SIGTERM (the pool's drainTimeoutSeconds)")
+    wedge_floor_seconds: float = Field(default=300.0, gt=0, description=(
+        "liveness fails when a batch holds the model longer than max(this, 10 x the slowest batch seen)"))
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, exclude_none=True)
@@ -100,6 +140,10 @@ class WorkerConfig(BaseModel):
             raise RuntimeError(f"{ENV_VAR} is not set: the worker is started by the RewardPool operator, "
                                "which renders this config into the pod")
         return cls.from_json(text)
+
+    @property
+    def components(self) -> list[ScorerConfig]:
+        return self.scorers or [self.scorer]
 
     def actor_name(self, pod_name: str) -> str:
         """Ray actor name the pool client discovers: one per pool and pod."""

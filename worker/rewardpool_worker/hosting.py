@@ -1,21 +1,31 @@
 """The worker's Ray actor: one per pod, named `rewardpool:<namespace>/<pool>:<pod>` so pool clients find it,
-and pinned to the pod's own Ray node. It owns the store client, the registered reader and the scorer."""
+and pinned to the pod's own Ray node (with the pod's GPUs as its num_gpus). It owns the store client, the
+registered readers and the scorer(s), and it is Ready only once all three work: the store answered, the
+buffers are registered, the model is loaded and one warm-up forward has run."""
 from __future__ import annotations
 
 import logging
+import threading
+import time
 
 import ray
 
-from .actor import StoredOutputRewardActor
+from .actor import READ_SLOTS, StoredOutputRewardActor
 from .config import WorkerConfig
-from .reader import RegisteredTensorReader
+from .reader import ALIGN, RegisteredTensorReader
 from .records import OutputRef
-from .scorers import build_scorer
-from .store import Store
+from .scorers import build_scorers
+from .store import Store, StoreError
 
 log = logging.getLogger("rewardpool.worker")
-# Calls beyond the first wait inside the actor (on the reader's lock), so in_flight is the true queue depth.
+# Calls beyond the first wait inside the actor (for a read slot), so in_flight is the true queue depth.
 MAX_CONCURRENCY = 64
+# Health and stats calls run in their own threads: a backlog of 64 waiting batches must not starve them
+# (that would read as a wedged worker and get a healthy pod restarted).
+CONTROL = "control"
+CONCURRENCY_GROUPS = {CONTROL: 4}
+STORE_PROBE_KEY = "rewardpool-readiness-probe"  # never put: is_exist on it is a round trip to the master
+STORE_PROBE_SECONDS = 5.0
 
 
 class Draining(RuntimeError):
@@ -26,32 +36,95 @@ class RewardWorker:
     def __init__(self, cfg_json: str, local_hostname: str):
         self.cfg = WorkerConfig.from_json(cfg_json)
         self.store = Store.connect(self.cfg.store, local_hostname)
-        self.reader = RegisteredTensorReader(self.store, initial_bytes=self.cfg.read_buffer_bytes)
-        self.reader.warm()
-        self.scorer = build_scorer(self.cfg.scorer)
-        self.actor = StoredOutputRewardActor(self.scorer, self.reader)
+        cap = self.cfg.read_buffer_max_bytes
+        # The cap leaves room for the 64-byte alignment of each output in the buffer.
+        self.readers = [RegisteredTensorReader(self.store, initial_bytes=self.cfg.read_buffer_bytes,
+                                               max_bytes=cap + ALIGN * self.cfg.scorer.batch_size if cap else 0)
+                        for _ in range(READ_SLOTS)]
+        for r in self.readers:
+            r.warm()
+        t0 = time.perf_counter()
+        self.scorer = build_scorers(self.cfg)
+        self.load_seconds = time.perf_counter() - t0
+        self.actor = StoredOutputRewardActor(self.scorer, self.readers, batch_size=self.cfg.scorer.batch_size,
+                                             max_batch_bytes=cap, wedge_floor_seconds=self.cfg.wedge_floor_seconds)
+        self.actor.warm_up()
+        log.info("model loaded in %.2fs, warm-up forward %.2fs", self.load_seconds, self.actor.warmup_seconds)
         self.draining = False
+        self._store_ok, self._store_error, self._probed = False, "not probed yet", 0.0
+        self._probe()
+        # Probed from its own thread: a master that stops answering must make the worker unready, and must
+        # not stall the stats calls that liveness depends on (an unready worker is left alone, a dead one
+        # is restarted: a store outage is not a reason to restart every worker).
+        threading.Thread(target=self._probe_forever, daemon=True, name="store-probe").start()
 
+    def _probe(self) -> None:
+        try:
+            self.store.exists(STORE_PROBE_KEY)
+            self._store_ok, self._store_error = True, None
+        except StoreError as e:
+            self._store_ok, self._store_error = False, str(e)
+        self._probed = time.monotonic()
+
+    def _probe_forever(self) -> None:
+        while True:
+            time.sleep(STORE_PROBE_SECONDS)
+            self._probe()
+
+    def _store_reachable(self) -> bool:
+        """The master answered the last probe, and that probe is recent (a hung probe counts as no answer)."""
+        if time.monotonic() - self._probed > 3 * STORE_PROBE_SECONDS:
+            self._store_error = f"the master has not answered a probe for {time.monotonic() - self._probed:.0f}s"
+            return False
+        return self._store_ok
+
+    @ray.method(concurrency_group=CONTROL)
     def ready(self) -> dict:
-        """Readiness: the store answered setup, the buffer is registered (if sized), the model is loaded."""
-        return {"store": True, "buffer_registered": self.reader.stats.registrations > 0 or self.cfg.read_buffer_bytes == 0,
-                "model_loaded": self.scorer is not None, "store_hostname": self.store.hostname}
+        """Readiness, computed: the master answers now, every read buffer is registered (when sized), the
+        model is loaded and its warm-up forward ran."""
+        sized = self.cfg.read_buffer_bytes > 0
+        return {"store": self._store_reachable(), "store_error": self._store_error,
+                "buffer_registered": all(r.stats.registrations > 0 for r in self.readers) or not sized,
+                "model_loaded": self.scorer is not None, "load_seconds": self.load_seconds,
+                "warmup_seconds": self.actor.warmup_seconds, "batch_size": self.cfg.scorer.batch_size,
+                "store_hostname": self.store.hostname}
 
-    def score_batch(self, outputs: list, prompts: list[str]) -> list[float]:
+    def score_batch(self, outputs: list, prompts: list[str]) -> list:
         if self.draining:
             raise Draining(f"{self.cfg.pool}: worker is draining")
         return self.actor.score_batch(outputs, prompts)
 
     def read_outputs(self, refs: list[OutputRef]):
         """Read outputs back as tensors (media logging)."""
-        return self.reader.read_many(refs)
+        return self.actor.read_copies(refs)
 
+    @ray.method(concurrency_group=CONTROL)
     def drain(self) -> dict:
         self.draining = True
         return self.stats()
 
+    @ray.method(concurrency_group=CONTROL)
     def stats(self) -> dict:
-        return {**self.actor.stats(), "draining": self.draining}
+        return {**self.actor.stats(), "draining": self.draining, "store_ok": self._store_reachable()}
+
+    @ray.method(concurrency_group=CONTROL)
+    def memory(self, reset_peak: bool = False) -> dict:
+        """This process's resident memory now and at its peak (bytes), from /proc."""
+        return process_memory(reset_peak)
+
+
+def process_memory(reset_peak: bool = False) -> dict:
+    """VmRSS and VmHWM of this process. `reset_peak` restarts the peak (Linux clear_refs 5)."""
+    if reset_peak:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    fields = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                fields[key] = int(value.split()[0]) * 1024
+    return {"rss": fields.get("VmRSS", 0), "peak_rss": fields.get("VmHWM", 0)}
 
 
 def local_node_strategy():
@@ -62,9 +135,10 @@ def local_node_strategy():
 
 def start_actor(cfg: WorkerConfig, pod_name: str, local_hostname: str):
     """Create this pod's named actor on this node; returns its handle once constructed."""
-    cls = ray.remote(RewardWorker)
+    cls = ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(RewardWorker)
     handle = cls.options(name=cfg.actor_name(pod_name), namespace=cfg.ray.namespace,
                          max_concurrency=MAX_CONCURRENCY, num_cpus=0,
+                         num_gpus=cfg.scorer.gpus,
                          scheduling_strategy=local_node_strategy()).remote(cfg.to_json(), local_hostname)
     ray.get(handle.ready.remote())
     return handle

@@ -23,19 +23,55 @@ from .metrics import WorkerMetrics
 from .network import local_hostname, parse_annotations_file
 
 log = logging.getLogger("rewardpool.worker")
+STATS_SECONDS = 0.5  # how often the entrypoint asks the actor for its stats
+STATS_TIMEOUT_SECONDS = 10.0
+# The actor answers stats in its own threads (a concurrency group), so silence this long means the actor
+# process is stuck (or its node is), not merely busy.
+STATS_STALE_SECONDS = 60.0
 
 
 class State:
     def __init__(self):
-        self.phase = "starting"  # starting -> ready -> draining -> drained
+        self.phase = "starting"  # starting -> ready -> draining -> drained; failed
         self.detail: dict = {}
+        self.stats: dict = {}
+        self.stats_at: float | None = None  # monotonic time of the last stats answer
+        self.actor_gone: str | None = None
         self.in_flight = 0
         self.drain = threading.Event()  # POST /drain: stop taking work, stay up (the operator deletes the pod)
         self.stop = threading.Event()  # SIGTERM: drain, then exit
 
+    def liveness(self) -> tuple[bool, str]:
+        """Alive unless the worker failed, its Ray actor is gone, the actor stopped answering, or a batch has
+        held the model far past its expected time. While starting (model loading) it is alive."""
+        if self.phase == "failed":
+            return False, "the worker failed to start or run (see its log)"
+        if self.actor_gone:
+            return False, f"the Ray actor is gone: {self.actor_gone}"
+        if self.phase == "starting":
+            return True, "starting"
+        age = time.monotonic() - (self.stats_at or 0.0)
+        if age > STATS_STALE_SECONDS:
+            return False, f"the Ray actor has not answered for {age:.0f}s"
+        if self.stats.get("wedged"):
+            return False, (f"a batch has held the model for {self.stats['model_busy_seconds']:.0f}s, past the "
+                           f"{self.stats['wedged_after_seconds']:.0f}s expected at most")
+        return True, "ok"
+
     @property
     def ready(self) -> bool:
-        return self.phase == "ready"
+        return self.readiness()[0]
+
+    def readiness(self) -> tuple[bool, dict]:
+        """Ready: started (store connected, buffers registered, model loaded and warmed up), live, taking
+        batches, and the store's master answered the actor's last probe."""
+        live, why = self.liveness()
+        store = bool(self.stats.get("store_ok", self.detail.get("store", False)))
+        fields = {**self.detail, "phase": self.phase, "live": live, "store": store,
+                  "in_flight": self.stats.get("in_flight", 0), "reason": why if not live else None}
+        ok = self.phase == "ready" and live and store and bool(self.detail.get("model_loaded")) \
+            and self.detail.get("warmup_seconds") is not None and bool(self.detail.get("buffer_registered"))
+        return ok, fields
 
 
 def serve_http(host: str, port: int, state: State, metrics: WorkerMetrics,
@@ -52,10 +88,13 @@ def serve_http(host: str, port: int, state: State, metrics: WorkerMetrics,
 
         def do_GET(self):
             if self.path == "/healthz":
-                self._send(200, json.dumps({"phase": state.phase, "in_flight": state.in_flight,
-                                            "store_hostname": state.detail.get("store_hostname")}).encode())
+                live, why = state.liveness()
+                self._send(200 if live else 503, json.dumps({
+                    "phase": state.phase, "live": live, "reason": why, "in_flight": state.in_flight,
+                    "store_hostname": state.detail.get("store_hostname")}).encode())
             elif self.path == "/readyz":
-                self._send(200 if state.ready else 503, json.dumps({"phase": state.phase, **state.detail}).encode())
+                ok, fields = state.readiness()
+                self._send(200 if ok else 503, json.dumps(fields).encode())
             elif self.path == "/metrics":
                 self._send(200, generate_latest(metrics.registry), CONTENT_TYPE_LATEST)
             else:
@@ -88,16 +127,19 @@ def connect_ray(cfg: WorkerConfig, node_ip: str) -> None:
     import ray
 
     kw = {"namespace": cfg.ray.namespace, "log_to_driver": False}
+    gpus = cfg.scorer.gpus  # the pod's GPUs, so the actor's num_gpus can be met on this pod's Ray node
     if not cfg.ray.address:
         ray.init(num_cpus=int(os.environ.get("REWARDPOOL_RAY_CPUS", "2")), include_dashboard=False,
-                 object_store_memory=int(os.environ.get("REWARDPOOL_RAY_OBJECT_STORE", str(256 << 20))), **kw)
+                 object_store_memory=int(os.environ.get("REWARDPOOL_RAY_OBJECT_STORE", str(256 << 20))),
+                 **({"num_gpus": gpus} if gpus else {}), **kw)
         return
     try:
         ray.init(address=cfg.ray.address, **kw)
     except (ConnectionError, RuntimeError, ValueError) as e:
         log.info("no Ray node on this host (%s); starting one that joins %s", e, cfg.ray.address)
         subprocess.run(["ray", "start", f"--address={cfg.ray.address}", f"--node-ip-address={node_ip}",
-                        "--num-cpus=" + os.environ.get("REWARDPOOL_RAY_CPUS", "2")], check=True)
+                        "--num-cpus=" + os.environ.get("REWARDPOOL_RAY_CPUS", "2")]
+                       + ([f"--num-gpus={gpus}"] if gpus else []), check=True)
         ray.init(address=cfg.ray.address, **kw)
 
 
@@ -137,10 +179,25 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
     install_signal_handlers(state)  # again: ray.init replaces SIGTERM's handler with its own
     actor = start_actor(cfg, pod, hostname)
     state.detail = ray.get(actor.ready.remote())
+    metrics.startup(state.detail)
     state.phase = "ready"
-    log.info("worker ready: actor %s, store client %s", cfg.actor_name(pod), state.detail.get("store_hostname"))
+    log.info("worker ready: actor %s, store client %s, warm-up forward %.3fs", cfg.actor_name(pod),
+             state.detail.get("store_hostname"), state.detail.get("warmup_seconds") or 0.0)
+    stats = {"in_flight": 0, "batches": 0}
     while not state.stop.is_set():
-        stats = ray.get(actor.stats.remote())
+        if state.actor_gone:
+            state.stop.wait(STATS_SECONDS)
+            continue
+        try:
+            stats = ray.get(actor.stats.remote(), timeout=STATS_TIMEOUT_SECONDS)
+        except ray.exceptions.GetTimeoutError:
+            log.warning("the Ray actor did not answer stats in %.0fs", STATS_TIMEOUT_SECONDS)
+            continue
+        except ray.exceptions.RayActorError as e:
+            state.actor_gone = type(e).__name__
+            log.error("the Ray actor is gone (%s): liveness fails from now on", type(e).__name__)
+            continue
+        state.stats, state.stats_at = stats, time.monotonic()
         metrics.update(stats)
         state.in_flight = stats["in_flight"]
         if state.drain.is_set() and state.phase == "ready":
@@ -150,8 +207,12 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
         if state.phase == "draining" and stats["in_flight"] == 0:
             state.phase = "drained"
             log.info("drained after %d batches; waiting to be deleted", stats["batches"])
-        state.stop.wait(0.5)
+        state.stop.wait(STATS_SECONDS)
 
+    if state.actor_gone:
+        log.error("stopping with the Ray actor gone: its in-flight batches are retried elsewhere by the client")
+        ray.shutdown()
+        return 1
     if state.phase != "drained":
         state.phase = "draining"
         log.info("stopping: no new batches; finishing in-flight work (at most %.0fs)", drain_timeout)

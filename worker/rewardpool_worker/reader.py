@@ -5,6 +5,10 @@ reclaims and compacts inside the call: 0.18 s of a 0.23 s read in the origin's m
 seconds). The reader registers when first needed and again only to grow, so a worker pays it at most a few
 times. One lock serialises use of the buffer, so concurrent callers each get their own correct tensor.
 
+The buffer starts at `initial_bytes` (registered by `warm()` before the worker is Ready) and grows by
+doubling, never past `max_bytes`: the pod's memory is sized for one batch per buffer, and a read that needs
+more is refused (BufferCapExceeded) rather than taking memory the operator did not give the pod.
+
 Two ways out of the buffer: `read`/`read_many` copy into fresh tensors (the buffer is free again at once);
 `view_many` returns views of the registered buffer with no copy and holds the buffer until the returned
 lease is released (the copy costs ~0.58 s per 1.33 GB output on one core)."""
@@ -24,6 +28,10 @@ ALIGN = 64  # each output starts on a 64-byte boundary, so any dtype view is ali
 
 def _align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+class BufferCapExceeded(ValueError):
+    """A read needs more buffer than the pool's sizing allows."""
 
 
 @dataclass
@@ -60,6 +68,7 @@ class ViewLease:
 class RegisteredTensorReader:
     store: Store
     initial_bytes: int = 0
+    max_bytes: int = 0  # 0: not sized, no cap
     stats: ReaderStats = field(default_factory=ReaderStats)
 
     def __post_init__(self):
@@ -70,8 +79,17 @@ class RegisteredTensorReader:
         """Caller holds the lock. Register once; re-register only when a read needs more room."""
         if self._buf is not None and self._buf.numel() >= nbytes:
             return self._buf
-        size = max(nbytes, self.initial_bytes)
+        if self.max_bytes and nbytes > self.max_bytes:
+            raise BufferCapExceeded(
+                f"a read of {nbytes} bytes exceeds the read buffer's cap of {self.max_bytes} bytes (scorer.batchSize"
+                " x sizing.outputBytesPerSample): the outputs are larger than spec.sizing says; raise "
+                "sizing.outputBytesPerSample so the pod's memory covers them")
+        current = self._buf.numel() if self._buf is not None else 0
+        # Doubling: a few registrations (each pins and may stall on reclaim) however reads grow.
+        size = max(nbytes, self.initial_bytes, 2 * current)
         size = (size + MiB - 1) // MiB * MiB
+        if self.max_bytes:
+            size = min(size, self.max_bytes)
         if self._buf is not None:
             self.store.unregister(self._buf)
             self._buf = None

@@ -1,10 +1,21 @@
 """Scorers: anything with `score_batch(outputs, prompts) -> list[float]`. Built-ins by name, custom ones by
-import path `package.module:Class`."""
+import path `package.module:Class`. `build_scorer(ScorerConfig)` is the one way a scorer is built;
+`build_scorers(WorkerConfig)` builds what a worker hosts: one scorer, or a weighted mixture of several that
+score the same read.
+
+The contract for a custom scorer's `score_batch`: the outputs it receives are views of the worker's
+registered read buffer, valid only until `score_batch` returns (the next batch is read into the same memory).
+Keep nothing that references them (no tensors, no slices, no `.numpy()` arrays) past the return: copy what
+must outlive the call (`t.clone()`). Do not write into them. A scorer that needs a copy anyway can say
+`copy_outputs = True` on its class and gets its own copies."""
 from __future__ import annotations
 
 import importlib
+import inspect
 
-from ..config import BUILTIN_SCORERS, ScorerConfig
+from ..config import BUILTIN_SCORERS, ScorerConfig, WorkerConfig
+from ..device import resolve_device
+from .mixture import WeightedMixture
 
 
 def scorer_class(ref: str):
@@ -24,12 +35,38 @@ def scorer_class(ref: str):
     return cls
 
 
+def _accepted(cls, offered: dict) -> dict:
+    """The keywords of `offered` that the constructor takes (all of them when it takes **kwargs), so a custom
+    scorer declares only what it needs and older ones without arguments keep working."""
+    params = inspect.signature(cls).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return offered
+    return {k: v for k, v in offered.items() if k in params}
+
+
 def build_scorer(cfg: ScorerConfig):
-    """Instantiate the configured scorer; built-ins take their frame count and model path."""
+    """Instantiate one configured scorer. Built-ins take what they use; a custom scorer gets `args` plus
+    model_path, device (resolved: cpu or cuda), num_frames, dtype and frames_per_forward, each when its
+    constructor accepts it. `args` must all be accepted: a misspelt one is an error, not ignored."""
     cls = scorer_class(cfg.ref)
-    kwargs = {}
+    if cfg.name == "pickscore":
+        return cls(model_path=cfg.model_path, num_frames=cfg.num_frames, device=cfg.device, dtype=cfg.dtype,
+                   frames_per_forward=cfg.frames_per_forward)
     if cfg.name is not None:
-        kwargs = {"num_frames": cfg.num_frames}
-        if cfg.name == "pickscore":
-            kwargs["model_path"] = cfg.model_path
-    return cls(**kwargs)
+        return cls(num_frames=cfg.num_frames)
+    standard = {"model_path": cfg.model_path, "device": resolve_device(cfg.device), "num_frames": cfg.num_frames,
+                "dtype": cfg.dtype, "frames_per_forward": cfg.frames_per_forward}
+    clash = set(cfg.args) & set(standard)
+    if clash:
+        raise ValueError(f"{cfg.ref}: args {sorted(clash)} are set by the pool (scorer fields), not in args")
+    unknown = set(cfg.args) - set(_accepted(cls, dict(cfg.args)))
+    if unknown:
+        raise TypeError(f"{cfg.ref}: its constructor takes no argument(s) {sorted(unknown)} given in args")
+    return cls(**cfg.args, **_accepted(cls, standard))
+
+
+def build_scorers(cfg: WorkerConfig):
+    """What a worker hosts: `scorer` alone, or the weighted mixture of `scorers`."""
+    if not cfg.scorers:
+        return build_scorer(cfg.scorer)
+    return WeightedMixture([(c.component, c.weight, build_scorer(c)) for c in cfg.scorers])

@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+"""Mutation check, run on demand (not in CI, imported by nothing shipped): plausible bugs, each applied alone
+to a scratch copy of the working tree, with the tests that should catch it. A mutant the tests pass on has
+survived: the suite would not have noticed that bug.
+
+    # unit-level mutants only (no control plane; seconds each)
+    python scripts/mutation_check.py --tiers unit
+    # everything that a real control plane is needed for too (chart, admission, operator), in the
+    # loopback-only network namespace with helm and kubectl on PATH, as `make test` runs the suite:
+    PATH="$(bash scripts/tools.sh):$(bash scripts/venv.sh)/bin:$PATH" \\
+        bash scripts/in-netns.sh python scripts/mutation_check.py --tiers unit,chart,admission,integration
+    python scripts/mutation_check.py --list
+
+Each mutant names the file, the exact text it replaces (which must occur once: a stale mutant is an error,
+not a silent pass) and the tests to run (paths or globs; globs that match nothing are dropped, so tests that
+land later are picked up by name). Before any mutant runs, every test selection is run on the unmutated copy
+and must pass, so a kill means the mutation, not a broken test. The scratch copy is the working tree's tracked
+and untracked-but-not-ignored files; its packages are put first on PYTHONPATH, ahead of the editable install.
+Add a mutant when a review finds a bug the suite let through.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    file: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+    tier: str  # unit | chart | admission | integration | e2e
+    why: str
+    k: str = ""  # optional pytest -k expression
+
+    def selection(self) -> tuple:
+        return (self.tests, self.k)
+
+
+ROLLOUT_TESTS = ("tests/integration/test_operator.py", "tests/integration/test_*roll*.py",
+                 "tests/integration/test_*path*.py")
+BLOCKING_TESTS = ("tests/unit/test_builders.py", "tests/unit/test_findings.py")
+CHART_TESTS = ("tests/integration/test_helm.py", "tests/integration/test_chart_modes.py")
+ADMISSION_TESTS = ("tests/integration/test_admission.py", "tests/integration/test_crd_bounds.py",
+                   "tests/unit/test_crd_bounds_meta.py")
+
+MUTANTS = [
+    # ---- the three bugs issue 14 planted --------------------------------------------------------------------
+    Mutant("roll-budget-off-by-one", "operator/rewardpool_operator/reconcile.py",
+           "max(max(1, replicas // 4) - unavailable, 0)", "max(max(1, replicas // 4) + 1 - unavailable, 0)",
+           ROLLOUT_TESTS, "integration",
+           "a 2-replica roll drains both workers at once (ready 2 -> 0 -> 2)"),
+    Mutant("privileged-finding-not-blocking", "operator/rewardpool_operator/validate.py",
+           '"IPC_LOCK capability and the ipvlan RoCE network", True))',
+           '"IPC_LOCK capability and the ipvlan RoCE network", False))',
+           BLOCKING_TESTS, "unit", "hostNetwork/privileged reported as Degraded but the pod is still created"),
+    Mutant("chart-scope-guard-removed", "charts/rewardpool-operator/templates/rbac.yaml",
+           '{{- if eq .Values.rbac.scope "cluster" }}\n{{- include "rewardpool.namespacedRules" . | nindent 2 }}\n{{- end }}\n',
+           '{{- include "rewardpool.namespacedRules" . | nindent 2 }}\n',
+           CHART_TESTS, "chart", "rbac.scope=namespace still grants pods/services/pools/events cluster-wide"),
+    # ---- more plausible bugs --------------------------------------------------------------------------------
+    Mutant("hostpath-finding-not-blocking", "operator/rewardpool_operator/validate.py",
+           '"worker pods (RDMA devices come from the device plugin resource)", True))',
+           '"worker pods (RDMA devices come from the device plugin resource)", False))',
+           BLOCKING_TESTS, "unit", "a hostPath volume in podTemplate no longer stops pod creation"),
+    Mutant("sizing-watermark-multiplies", "operator/rewardpool_operator/sizing.py",
+           "needed = math.ceil(required / sz.highWatermark)", "needed = math.ceil(required * sz.highWatermark)",
+           ("tests/unit/test_sizing.py",), "unit", "segments sized below the eviction watermark's headroom"),
+    Mutant("sizing-memory-omits-read-buffer", "operator/rewardpool_operator/sizing.py",
+           "per_worker + local + read + model + SHM_BYTES", "per_worker + local + model + SHM_BYTES",
+           ("tests/unit/test_sizing.py",), "unit", "pods OOM when a batch is read"),
+    Mutant("sizing-registration-limit-on-tcp", "operator/rewardpool_operator/sizing.py",
+           'if per_worker > max_reg and spec.store.protocol == "rdma":', "if per_worker > max_reg:",
+           ("tests/unit/test_sizing.py",), "unit", "tcp pools flagged for an RDMA registration limit"),
+    Mutant("drain-deletes-worker-holding-outputs", "operator/rewardpool_operator/drain.py",
+           'health.get("phase") == "drained" and not holds:', 'health.get("phase") == "drained":',
+           ("tests/unit/test_drain.py",), "unit", "scale-in deletes a worker whose segment still holds unread outputs"),
+    Mutant("drain-timeout-deletes-stuck-worker", "operator/rewardpool_operator/drain.py",
+           "        if holds:\n            return Verdict(\"stuck\"",
+           "        if False:\n            return Verdict(\"stuck\"",
+           ("tests/unit/test_drain.py",), "unit", "a timed-out drain deletes the outputs it was protecting"),
+    Mutant("frames-spacing-misses-last", "worker/rewardpool_worker/frames.py",
+           "round(i * (total - 1) / (num_frames - 1))", "round(i * total / num_frames)",
+           ("tests/unit/test_frames.py",), "unit", "PickScore never sees the last frame"),
+    Mutant("frames-middle-off-by-one", "worker/rewardpool_worker/frames.py",
+           "return [(total - 1) // 2]", "return [total // 2]",
+           ("tests/unit/test_frames.py",), "unit", "numFrames=1 picks the frame after the middle"),
+    Mutant("conditions-keep-time-on-flip", "operator/rewardpool_operator/conditions.py",
+           'keep = before is not None and before.get("status") == c["status"] and before.get("lastTransitionTime")',
+           'keep = before is not None and before.get("lastTransitionTime")',
+           ("tests/unit/test_conditions.py",), "unit", "lastTransitionTime never moves when a condition flips"),
+    Mutant("autoscaler-ignores-stabilization", "operator/rewardpool_operator/autoscaler.py",
+           "stable = max([r for _, r in hist.recommendations] + floor)", "stable = bounded",
+           ("tests/unit/test_autoscaler.py",), "unit", "the pool shrinks at the first quiet sample"),
+    Mutant("autoscaler-scales-up-while-starting", "operator/rewardpool_operator/autoscaler.py",
+           "if obs.starting > 0:  # the last scale-up", "if False:  # the last scale-up",
+           ("tests/unit/test_autoscaler.py",), "unit", "a burst adds workers on top of workers still starting"),
+    Mutant("autoscaler-pressure-at-watermark", "operator/rewardpool_operator/autoscaler.py",
+           "PRESSURE = 0.8", "PRESSURE = 1.0",
+           ("tests/unit/test_autoscaler.py",), "unit", "store pressure adds workers only once eviction has begun"),
+    Mutant("placement-fit-boundary", "operator/rewardpool_operator/placement.py",
+           "if mem >= memory_bytes and", "if mem > memory_bytes and",
+           ("tests/unit/test_builders.py", "tests/unit/test_placement.py"), "unit",
+           "a node with exactly the memory a worker needs is refused"),
+    Mutant("crd-batch-size-cap-loosened", "crds/rewardpool.io_rewardpools.yaml",
+           "maximum: 4096", "maximum: 40960",
+           ADMISSION_TESTS, "admission", "a batch of 40k outputs is admitted (and sizes a huge read buffer)"),
+    Mutant("crd-store-port-optional", "crds/rewardpool.io_rewardpools.yaml",
+           "pattern: '^[A-Za-z0-9._-]+:[0-9]{1,5}$'\n                      description: Address of mooncake_master",
+           "pattern: '^[A-Za-z0-9._-]+(:[0-9]{1,5})?$'\n                      description: Address of mooncake_master",
+           ADMISSION_TESTS, "admission", "a store master without a port is admitted"),
+    Mutant("chart-grants-secrets", "charts/rewardpool-operator/templates/_helpers.tpl",
+           "  resources: [pods]\n", "  resources: [pods, secrets]\n",
+           CHART_TESTS, "chart", "the operator can read every Secret it can reach"),
+    Mutant("chart-rolebinding-wrong-namespace", "charts/rewardpool-operator/templates/rbac.yaml",
+           "roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: {{ $fullname }}}\nsubjects:\n"
+           "  - {kind: ServiceAccount, name: {{ $sa }}, namespace: {{ $.Release.Namespace }}}",
+           "roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: {{ $fullname }}}\nsubjects:\n"
+           "  - {kind: ServiceAccount, name: {{ $sa }}, namespace: {{ . }}}",
+           CHART_TESTS, "chart", "namespace mode binds a ServiceAccount that does not exist: the operator can do nothing"),
+    Mutant("removal-order-oldest-first", "operator/rewardpool_operator/rollout.py",
+           'p["metadata"]["name"]),\n                          reverse=True)',
+           'p["metadata"]["name"]),\n                          reverse=False)',
+           ("tests/unit/test_rollout.py", "tests/unit/test_plan.py"), "unit",
+           "scale-in removes the oldest (warm) workers instead of the newest"),
+    Mutant("roll-outruns-its-replacements", "operator/rewardpool_operator/plan.py",
+           "+ len(holding)\n                       + p.create)", "+ len(holding))",
+           ("tests/unit/test_plan.py",), "unit", "a roll drains the next worker before the replacement exists"),
+    Mutant("lost-workers-counted", "operator/rewardpool_operator/plan.py",
+           "active = [x for x in live if _name(x) not in lost_names]", "active = list(live)",
+           ("tests/unit/test_plan.py",), "unit", "an evicted worker keeps counting: the pool stays one short"),
+    Mutant("drain-on-one-failed-probe", "operator/rewardpool_operator/drain.py",
+           "unreachable_for >= UNREACHABLE_SECONDS and not holds", "not holds",
+           ("tests/unit/test_drain.py",), "unit", "one failed /healthz deletes a draining worker"),
+    Mutant("scaling-rolls-the-pool", "operator/rewardpool_operator/builders.py",
+           'IDENTITY_FIELDS = {"image",', 'IDENTITY_FIELDS = {"replicas", "autoscaling", "image",',
+           ("tests/unit/test_builders.py",), "unit", "kubectl scale replaces every worker"),
+    Mutant("token-check-accepts-any", "worker/rewardpool_worker/control.py",
+           "if not hmac.compare_digest(presented.strip().encode(), token.encode()):", "if False:",
+           ("tests/unit/test_control.py", "tests/worker/test_control_http.py"), "unit",
+           "any caller with any token drains a worker"),
+    Mutant("capability-allow-list-open", "operator/rewardpool_operator/validate.py",
+           'path.endswith(".capabilities.add") and set(value or []) - {"IPC_LOCK"}:',
+           'path.endswith(".capabilities.add") and False:',
+           BLOCKING_TESTS, "unit", "a podTemplate grants SYS_ADMIN"),
+    Mutant("privileged-finding-not-blocking-on-the-cluster", "operator/rewardpool_operator/validate.py",
+           '"IPC_LOCK capability and the ipvlan RoCE network", True))',
+           '"IPC_LOCK capability and the ipvlan RoCE network", False))',
+           ("tests/integration/test_blocking.py",), "integration",
+           "the operator creates a privileged worker pod and only reports Degraded"),
+]
+
+
+@dataclass
+class Result:
+    mutant: Mutant
+    outcome: str  # killed | survived | error
+    seconds: float
+    detail: str = ""
+    tests: list[str] = field(default_factory=list)
+
+
+def scratch_copy(dest: Path) -> None:
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                           check=True, capture_output=True).stdout.decode().split("\0")
+    for rel in filter(None, files):
+        src = REPO / rel
+        if not src.exists() and not src.is_symlink():
+            continue  # deleted in the working tree
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest / rel, follow_symlinks=False)
+
+
+def env_for(root: Path) -> dict:
+    paths = [str(root / d) for d in ("operator", "worker", "devcluster")] + [str(root)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths + [p for p in [os.environ.get("PYTHONPATH")] if p])}
+    env.pop("PYTEST_ADDOPTS", None)
+    return env
+
+
+def check_imports(root: Path) -> None:
+    code = "import rewardpool_operator, rewardpool_worker, rewardpool_devcluster as d; " \
+           "print(rewardpool_operator.__file__); print(rewardpool_worker.__file__); print(d.__file__)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, env=env_for(root), capture_output=True, text=True,
+                         check=True).stdout.split()
+    wrong = [p for p in out if not p.startswith(str(root))]
+    if wrong:
+        raise SystemExit(f"the scratch copy's packages are not the ones imported: {wrong}")
+
+
+def resolve(root: Path, tests: tuple[str, ...]) -> list[str]:
+    out = []
+    for t in tests:
+        hits = sorted(glob.glob(str(root / t))) if any(c in t for c in "*?[") else ([str(root / t)] if (root / t).exists() else [])
+        out += [str(Path(h).relative_to(root)) for h in hits if str(Path(h).relative_to(root)) not in out]
+    return out
+
+
+def run_tests(root: Path, tests: list[str], k: str, timeout: int) -> tuple[int, float, str]:
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests] + (["-k", k] if k else [])
+    t0 = time.monotonic()
+    try:
+        res = subprocess.run(cmd, cwd=root, env=env_for(root), capture_output=True, text=True, timeout=timeout)
+        rc, out = res.returncode, res.stdout + res.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, out = 124, f"timed out after {timeout}s\n{(e.stdout or b'')[-2000:]!r}"
+    return rc, time.monotonic() - t0, out
+
+
+def first_failure(out: str) -> str:
+    lines = [ln for ln in out.splitlines() if ln.startswith(("FAILED", "ERROR"))]
+    return lines[0][:200] if lines else out.strip().splitlines()[-1][:200] if out.strip() else ""
+
+
+def apply(root: Path, m: Mutant) -> str:
+    path = root / m.file
+    text = path.read_text()
+    n = text.count(m.old)
+    if n != 1:
+        raise ValueError(f"{m.name}: the text to replace occurs {n} times in {m.file} (stale mutant?)")
+    path.write_text(text.replace(m.old, m.new))
+    return text
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tiers", default="unit", help="comma-separated tiers to run (unit,chart,admission,integration,e2e)")
+    ap.add_argument("--only", nargs="*", default=[], help="mutant names to run (default: all in the tiers)")
+    ap.add_argument("--list", action="store_true", help="list the mutants and exit")
+    ap.add_argument("--timeout", type=int, default=1800, help="seconds per test run")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch copy")
+    args = ap.parse_args(argv)
+
+    if args.list:
+        for m in MUTANTS:
+            print(f"{m.name:40s} {m.tier:12s} {m.file}\n{'':53s}{m.why}")
+        return 0
+    tiers = set(args.tiers.split(","))
+    chosen = [m for m in MUTANTS if m.tier in tiers and (not args.only or m.name in args.only)]
+    unknown = set(args.only) - {m.name for m in MUTANTS}
+    if unknown:
+        raise SystemExit(f"unknown mutants: {sorted(unknown)}")
+
+    root = Path(tempfile.mkdtemp(prefix="rewardpool-mutants-"))
+    results: list[Result] = []
+    try:
+        scratch_copy(root)
+        check_imports(root)
+        print(f"scratch copy: {root}; {len(chosen)} mutant(s) in tiers {sorted(tiers)}", flush=True)
+        for m in chosen:  # every mutant must still apply to today's code
+            apply(root, m)
+            (root / m.file).write_text((REPO / m.file).read_text())
+        baseline: dict[tuple, tuple[int, list[str], str]] = {}
+        for sel in dict.fromkeys(m.selection() for m in chosen):
+            tests = resolve(root, sel[0])
+            rc, secs, out = run_tests(root, tests, sel[1], args.timeout) if tests else (5, 0.0, "no tests")
+            baseline[sel] = (rc, tests, out)
+            print(f"baseline {' '.join(tests) or '(none)'}{' -k ' + sel[1] if sel[1] else ''}: rc={rc} in {secs:.0f}s",
+                  flush=True)
+        for m in chosen:
+            rc0, tests, out0 = baseline[m.selection()]
+            if not tests:
+                results.append(Result(m, "survived", 0.0, "no test selected by " + ", ".join(m.tests)))
+            elif rc0 != 0:
+                results.append(Result(m, "error", 0.0, "tests fail unmutated: " + first_failure(out0), tests))
+            else:
+                original = apply(root, m)
+                try:
+                    rc, secs, out = run_tests(root, tests, m.k, args.timeout)
+                finally:
+                    (root / m.file).write_text(original)
+                outcome = "survived" if rc == 0 else "killed" if rc in (1, 2) else "error"
+                results.append(Result(m, outcome, secs, first_failure(out) if rc else "all selected tests passed", tests))
+            r = results[-1]
+            print(f"{r.outcome.upper():8s} {m.name} ({r.seconds:.0f}s) {r.detail}", flush=True)
+    finally:
+        if args.keep:
+            print(f"kept {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+    killed = sum(r.outcome == "killed" for r in results)
+    survived = [r for r in results if r.outcome == "survived"]
+    errors = [r for r in results if r.outcome == "error"]
+    scored = killed + len(survived)
+    print("\n| mutant | tier | result | seconds | tests / first failure |\n|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r.mutant.name} | {r.mutant.tier} | {r.outcome} | {r.seconds:.0f} | {r.detail.replace('|', '/')} |")
+    print(f"\nscore: {killed}/{scored} killed" + (f" ({100 * killed / scored:.0f}%)" if scored else "")
+          + (f"; {len(errors)} error(s)" if errors else ""))
+    if survived:
+        print("survivors: " + ", ".join(r.mutant.name for r in survived))
+    return 0 if not survived and not errors else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

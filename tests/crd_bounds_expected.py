@@ -1,0 +1,252 @@
+"""The CRD's bounds as reviewed: tests/unit/test_crd_bounds_meta.py fails when the schema's bounds differ
+from this table, so a loosened (or tightened, added, removed) bound is a deliberate, reviewed change here and
+not a silent one. The generated admission cases test that the API server enforces whatever the schema says;
+this table says what the schema should say. Regenerate the literal with
+`python -c "from tests import crd_bounds as cb; import pprint; pprint.pprint(cb.snapshot(), width=110, sort_dicts=False)"`
+and review the diff."""
+
+EXPECTED_BOUNDS = {'<root>:required=spec': True,
+ 'spec:required=image': True,
+ 'spec:required=store': True,
+ 'spec:cel[has(self.scorers) ? !has(self.scorer.name) && !has(self.scorer.class) : has(self.scorer.name) != has(self.scorer.class)]': 'set '
+                                                                                                                                      'exactly '
+                                                                                                                                      'one '
+                                                                                                                                      'of '
+                                                                                                                                      'scorer.name '
+                                                                                                                                      '(a '
+                                                                                                                                      'built-in '
+                                                                                                                                      'scorer) '
+                                                                                                                                      'or '
+                                                                                                                                      'scorer.class '
+                                                                                                                                      '(package.module:Class); '
+                                                                                                                                      'with '
+                                                                                                                                      'spec.scorers '
+                                                                                                                                      'set '
+                                                                                                                                      'neither '
+                                                                                                                                      '(scorer '
+                                                                                                                                      'then '
+                                                                                                                                      'holds '
+                                                                                                                                      'shared '
+                                                                                                                                      'settings)',
+ "spec:cel[self.store.protocol != 'rdma' || self.placement.rdmaResource.count > 0 || (has(self.store.devices) && size(self.store.devices) > 0)]": 'store.protocol '
+                                                                                                                                                  'rdma '
+                                                                                                                                                  'needs '
+                                                                                                                                                  'an '
+                                                                                                                                                  'RDMA '
+                                                                                                                                                  'device: '
+                                                                                                                                                  'set '
+                                                                                                                                                  'placement.rdmaResource.count '
+                                                                                                                                                  '>= '
+                                                                                                                                                  '1 '
+                                                                                                                                                  'or '
+                                                                                                                                                  'list '
+                                                                                                                                                  'store.devices '
+                                                                                                                                                  '(use '
+                                                                                                                                                  'protocol '
+                                                                                                                                                  'tcp '
+                                                                                                                                                  'on '
+                                                                                                                                                  'nodes '
+                                                                                                                                                  'without '
+                                                                                                                                                  'RDMA)',
+ "spec:cel[!(type(self.store.segmentSize) == string && self.store.segmentSize == 'auto') || has(self.sizing)]": 'store.segmentSize '
+                                                                                                                'auto '
+                                                                                                                'is '
+                                                                                                                'computed '
+                                                                                                                'from '
+                                                                                                                'spec.sizing: '
+                                                                                                                'set '
+                                                                                                                'spec.sizing '
+                                                                                                                '(samplesPerRollout, '
+                                                                                                                'outputBytesPerSample) '
+                                                                                                                'or '
+                                                                                                                'give '
+                                                                                                                'an '
+                                                                                                                'explicit '
+                                                                                                                'size',
+ 'spec:cel[!has(self.autoscaling) || !self.autoscaling.enabled || (self.replicas >= self.autoscaling.minReplicas && self.replicas <= self.autoscaling.maxReplicas)]': 'replicas '
+                                                                                                                                                                      'must '
+                                                                                                                                                                      'lie '
+                                                                                                                                                                      'within '
+                                                                                                                                                                      '[autoscaling.minReplicas, '
+                                                                                                                                                                      'autoscaling.maxReplicas] '
+                                                                                                                                                                      'while '
+                                                                                                                                                                      'autoscaling '
+                                                                                                                                                                      'is '
+                                                                                                                                                                      'enabled',
+ 'spec.replicas:minimum': 0,
+ 'spec.replicas:maximum': 1000,
+ 'spec.image:minLength': 1,
+ "spec.scorer:cel[!has(self.name) || self.name != 'pickscore' || (has(self.modelPath) && self.modelPath != '')]": 'scorer.name '
+                                                                                                                  'pickscore '
+                                                                                                                  'needs '
+                                                                                                                  'scorer.modelPath: '
+                                                                                                                  'the '
+                                                                                                                  'directory '
+                                                                                                                  'of '
+                                                                                                                  'the '
+                                                                                                                  'CLIP '
+                                                                                                                  'model '
+                                                                                                                  'inside '
+                                                                                                                  'the '
+                                                                                                                  'worker '
+                                                                                                                  'pod '
+                                                                                                                  '(mount '
+                                                                                                                  'it '
+                                                                                                                  'through '
+                                                                                                                  'podTemplate '
+                                                                                                                  'volumes)',
+ "spec.scorer:cel[!has(self.dtype) || self.dtype == 'float32' || !has(self.device) || self.device != 'cpu']": 'scorer.dtype '
+                                                                                                              'float16 '
+                                                                                                              'and '
+                                                                                                              'bfloat16 '
+                                                                                                              'are '
+                                                                                                              'for '
+                                                                                                              'GPUs: '
+                                                                                                              'use '
+                                                                                                              'float32 '
+                                                                                                              'with '
+                                                                                                              'device '
+                                                                                                              'cpu',
+ "spec.scorer:cel[!has(self.device) || self.device != 'cuda' || (has(self.gpus) && self.gpus > 0)]": 'scorer.device '
+                                                                                                     'cuda '
+                                                                                                     'needs '
+                                                                                                     'scorer.gpus '
+                                                                                                     '>= 1: '
+                                                                                                     'a '
+                                                                                                     'container '
+                                                                                                     'that '
+                                                                                                     'requests '
+                                                                                                     'no GPU '
+                                                                                                     'sees '
+                                                                                                     'none',
+ 'spec.scorer.name:pattern': '^[a-z][a-z0-9-]*$',
+ 'spec.scorer.class:pattern': '^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$',
+ 'spec.scorer.numFrames:minimum': 1,
+ 'spec.scorer.numFrames:maximum': 4096,
+ 'spec.scorer.modelMemory:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
+ 'spec.scorer.batchSize:minimum': 1,
+ 'spec.scorer.batchSize:maximum': 4096,
+ 'spec.scorer.framesPerForward:minimum': 1,
+ 'spec.scorer.framesPerForward:maximum': 4096,
+ 'spec.scorer.device:enum': ['auto', 'cpu', 'cuda'],
+ 'spec.scorer.gpus:minimum': 0,
+ 'spec.scorer.gpus:maximum': 16,
+ 'spec.scorer.dtype:enum': ['float32', 'float16', 'bfloat16'],
+ 'spec.scorers:minItems': 1,
+ 'spec.scorers:maxItems': 16,
+ 'spec.scorers[0]:cel[has(self.name) != has(self.class)]': 'set exactly one of name (a built-in scorer) or '
+                                                           'class (package.module:Class) in each scorers '
+                                                           'entry',
+ 'spec.scorers[0].name:pattern': '^[a-z][a-z0-9-]*$',
+ 'spec.scorers[0].class:pattern': '^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$',
+ 'spec.scorers[0].numFrames:minimum': 1,
+ 'spec.scorers[0].numFrames:maximum': 4096,
+ 'spec.scorers[0].modelMemory:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
+ 'spec.scorers[0].framesPerForward:minimum': 1,
+ 'spec.scorers[0].framesPerForward:maximum': 4096,
+ 'spec.store:required=master': True,
+ 'spec.store.master:pattern': '^[A-Za-z0-9._-]+:[0-9]{1,5}$',
+ 'spec.store.metricsAddress:pattern': '^[A-Za-z0-9._-]+:[0-9]{1,5}$',
+ 'spec.store.metadataServer:minLength': 1,
+ 'spec.store.protocol:enum': ['rdma', 'tcp'],
+ 'spec.store.devices:maxItems': 64,
+ 'spec.store.devices[0]:pattern': '^[A-Za-z0-9_.:-]+$',
+ 'spec.store.segmentSize:pattern': '^(auto|[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?)$',
+ 'spec.store.localBufferSize:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
+ 'spec.store.maxRegistrationSize:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
+ 'spec.sizing:required=samplesPerRollout': True,
+ 'spec.sizing:required=outputBytesPerSample': True,
+ 'spec.sizing.samplesPerRollout:minimum': 1,
+ 'spec.sizing.outputBytesPerSample:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
+ 'spec.sizing.latentBytesPerSample:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
+ 'spec.sizing.latentRollouts:minimum': 0,
+ 'spec.sizing.latentRollouts:maximum': 16,
+ 'spec.sizing.highWatermark:minimum': 'exclusive 0',
+ 'spec.sizing.highWatermark:maximum': 1,
+ 'spec.placement.rdmaResource.name:pattern': '^([a-z0-9.-]+/)?[A-Za-z0-9_.-]+$',
+ 'spec.placement.rdmaResource.count:minimum': 0,
+ 'spec.placement.gpuResource:pattern': '^([a-z0-9.-]+/)?[A-Za-z0-9_.-]+$',
+ 'spec.network:cel[!(has(self.ipvlan) && has(self.attachment))]': 'set at most one of network.ipvlan '
+                                                                  '(operator-managed attachment) or '
+                                                                  'network.attachment (existing '
+                                                                  'NetworkAttachmentDefinition)',
+ 'spec.network.ipvlan:required=master': True,
+ 'spec.network.ipvlan:required=ipam': True,
+ 'spec.network.ipvlan.master:minLength': 1,
+ 'spec.network.ipvlan.master:maxLength': 15,
+ 'spec.network.ipvlan.master:pattern': '^[A-Za-z0-9_.-]+$',
+ 'spec.network.ipvlan.mode:enum': ['l2', 'l3', 'l3s'],
+ 'spec.network.ipvlan.mtu:minimum': 576,
+ 'spec.network.ipvlan.mtu:maximum': 9216,
+ 'spec.network.ipvlan.ipam:cel[!has(self.range) || isCIDR(self.range)]': 'ipam.range must be a CIDR such as '
+                                                                         '192.168.10.0/24',
+ 'spec.network.ipvlan.ipam:cel[!has(self.subnet) || isCIDR(self.subnet)]': 'ipam.subnet must be a CIDR such '
+                                                                           'as 192.168.10.0/24',
+ 'spec.network.attachment:pattern': '^([a-z0-9-]+/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?$',
+ 'spec.autoscaling:cel[self.minReplicas <= self.maxReplicas]': 'autoscaling.minReplicas must not exceed '
+                                                               'autoscaling.maxReplicas',
+ 'spec.autoscaling.minReplicas:minimum': 0,
+ 'spec.autoscaling.maxReplicas:minimum': 1,
+ 'spec.autoscaling.maxReplicas:maximum': 1000,
+ 'spec.autoscaling.targetQueueDepth:minimum': 1,
+ 'spec.autoscaling.scaleDownStabilizationSeconds:minimum': 0,
+ 'spec.autoscaling.scaleDownStabilizationSeconds:maximum': 86400,
+ 'spec.autoscaling.scaleUp.percent:minimum': 0,
+ 'spec.autoscaling.scaleUp.percent:maximum': 1000,
+ 'spec.autoscaling.scaleUp.pods:minimum': 0,
+ 'spec.autoscaling.scaleUp.pods:maximum': 1000,
+ 'spec.autoscaling.scaleUp.periodSeconds:minimum': 1,
+ 'spec.autoscaling.scaleUp.periodSeconds:maximum': 1800,
+ 'spec.drainTimeoutSeconds:minimum': 0,
+ "spec.podTemplate.metadata.labels:cel[self.all(k, !k.startsWith('rewardpool.io/') && k != 'app.kubernetes.io/component')]": 'podTemplate '
+                                                                                                                             'labels '
+                                                                                                                             'cannot '
+                                                                                                                             'set '
+                                                                                                                             'rewardpool.io/* '
+                                                                                                                             'or '
+                                                                                                                             'app.kubernetes.io/component: '
+                                                                                                                             'the '
+                                                                                                                             'operator '
+                                                                                                                             'selects '
+                                                                                                                             'and '
+                                                                                                                             'tells '
+                                                                                                                             'its '
+                                                                                                                             'pods '
+                                                                                                                             'apart '
+                                                                                                                             'by '
+                                                                                                                             'them',
+ "spec.podTemplate.metadata.annotations:cel[self.all(k, !k.startsWith('rewardpool.io/'))]": 'podTemplate '
+                                                                                            'annotations '
+                                                                                            'cannot set '
+                                                                                            'rewardpool.io/*: '
+                                                                                            "the operator's "
+                                                                                            'drain requests '
+                                                                                            'live there',
+ 'spec.podTemplate.spec:cel[!has(self.hostNetwork) || self.hostNetwork != true]': 'podTemplate.spec.hostNetwork '
+                                                                                  'is not allowed: workers '
+                                                                                  'use the pod network and '
+                                                                                  'the RoCE attachment',
+ 'spec.podTemplate.spec:cel[!has(self.hostPID) || self.hostPID != true]': 'podTemplate.spec.hostPID is not '
+                                                                          'allowed',
+ 'spec.podTemplate.spec:cel[!has(self.hostIPC) || self.hostIPC != true]': 'podTemplate.spec.hostIPC is not '
+                                                                          'allowed',
+ 'spec.podTemplate.spec:cel[!has(self.nodeName)]': 'podTemplate.spec.nodeName is not allowed: placement goes '
+                                                   'through the scheduler (placement.rdmaNodeSelector, '
+                                                   'tolerations)',
+ 'spec.podTemplate.spec:cel[!has(self.serviceAccountName) && !has(self.serviceAccount)]': 'podTemplate.spec.serviceAccountName '
+                                                                                          'is not allowed: '
+                                                                                          'workers run with '
+                                                                                          'no Kubernetes '
+                                                                                          'identity',
+ 'spec.podTemplate.spec:cel[!has(self.automountServiceAccountToken) || self.automountServiceAccountToken != true]': 'podTemplate.spec.automountServiceAccountToken '
+                                                                                                                    'is '
+                                                                                                                    'not '
+                                                                                                                    'allowed: '
+                                                                                                                    'workers '
+                                                                                                                    'get '
+                                                                                                                    'no '
+                                                                                                                    'API '
+                                                                                                                    'token',
+ 'status.conditions[0]:required=type': True,
+ 'status.conditions[0]:required=status': True,
+ 'status.conditions[0].status:enum': ['True', 'False', 'Unknown']}

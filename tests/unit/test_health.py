@@ -1,0 +1,50 @@
+"""The worker's liveness and readiness decisions (pure: the entrypoint's State from the stats it saw)."""
+import time
+
+from rewardpool_worker.main import STATS_STALE_SECONDS, State
+
+READY = {"store": True, "buffer_registered": True, "model_loaded": True, "warmup_seconds": 0.4}
+STATS = {"in_flight": 1, "wedged": False, "store_ok": True, "model_busy_seconds": 3.0, "wedged_after_seconds": 300.0}
+
+
+def state(**stats) -> State:
+    s = State()
+    s.phase, s.detail, s.stats, s.stats_at = "ready", dict(READY), {**STATS, **stats}, time.monotonic()
+    return s
+
+
+def test_a_started_worker_with_fresh_stats_is_live_and_ready():
+    ok, fields = state().readiness()
+    assert ok and state().liveness() == (True, "ok")
+    assert fields["store"] and fields["in_flight"] == 1 and fields["warmup_seconds"] == 0.4
+
+
+def test_starting_is_live_but_not_ready():
+    s = State()
+    assert s.liveness() == (True, "starting") and not s.ready
+
+
+def test_no_warm_up_no_readiness():
+    s = state()
+    s.detail["warmup_seconds"] = None
+    assert not s.ready and s.liveness()[0]
+
+
+def test_store_unreachable_is_not_ready_but_live():
+    s = state(store_ok=False)
+    assert not s.ready and s.liveness()[0]
+
+
+def test_wedged_batch_fails_liveness():
+    s = state(wedged=True, model_busy_seconds=3100.0, wedged_after_seconds=3000.0)
+    live, why = s.liveness()
+    assert not live and "3100s" in why and "3000s" in why and not s.ready
+
+
+def test_silent_or_gone_actor_fails_liveness():
+    s = state()
+    s.stats_at = time.monotonic() - STATS_STALE_SECONDS - 1
+    assert not s.liveness()[0] and "has not answered" in s.liveness()[1]
+    s = state()
+    s.actor_gone = "ActorDiedError"
+    assert s.liveness() == (False, "the Ray actor is gone: ActorDiedError") and not s.ready

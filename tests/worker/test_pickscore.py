@@ -1,0 +1,95 @@
+"""PickScore against a reference written from the framework's conventions (tests/worker/pickscore_reference.py),
+on a tiny CLIP: every edge case of frame picking, quantisation, prompts and batching, through the inline path
+and through the store. Tolerance: 1e-4 absolute + 1e-3 relative."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rewardpool_worker.actor import StoredOutputRewardActor
+from rewardpool_worker.config import ScorerConfig
+from rewardpool_worker.reader import RegisteredTensorReader
+from rewardpool_worker.records import put_output
+from rewardpool_worker.scorers import build_scorer
+from tests.worker import pickscore_reference as ref
+from tests.worker import tiny_clip
+
+LONG_PROMPT = "a slow pan across a crowded harbour at dusk, boats and gulls and lanterns, " * 12  # > 77 tokens
+
+
+def close(got: float, want: float) -> bool:
+    return abs(got - want) <= 1e-4 + 1e-3 * abs(want)
+
+
+@pytest.fixture(scope="module")
+def clip_dir(tmp_path_factory):
+    return tiny_clip.build(tmp_path_factory.mktemp("tiny-clip-parity"))
+
+
+def _gen(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def held_out_cases() -> list[tuple[str, torch.Tensor, str]]:
+    """(what, output, prompt): seeds used nowhere else."""
+    g = _gen(9001)
+    between = (torch.randint(0, 255, (3, 7, 40, 40), generator=g).float() + 0.6) / 255  # x255 = n + 0.6
+    return [
+        ("even frame count", torch.rand(3, 16, 40, 40, generator=g), "a red kite over the sea"),
+        ("odd frame count", torch.rand(3, 9, 48, 36, generator=g), "two cats"),
+        ("floats in [0, 255]", torch.rand(3, 10, 40, 40, generator=g) * 255, "a market street"),
+        ("rounds and truncates differently", between, "neon signs in the rain"),
+        ("prompt over 77 tokens", torch.rand(3, 6, 40, 40, generator=g), LONG_PROMPT),
+        ("fewer frames than asked", torch.rand(3, 3, 40, 40, generator=g), "a bowl of fruit"),
+        ("single image", torch.rand(3, 40, 40, generator=g), "a mountain lake"),
+        ("uint8 video", torch.randint(0, 256, (3, 5, 40, 40), generator=g, dtype=torch.uint8), "a dog"),
+        ("same prompt as another", torch.rand(3, 4, 40, 40, generator=g), "two cats"),
+    ]
+
+
+@pytest.mark.parametrize("num_frames,frames_per_forward", [(1, 4), (4, 3), (8, 32), (None, 5)])
+def test_pickscore_matches_the_reference_on_held_out_cases(clip_dir, num_frames, frames_per_forward):
+    scorer = build_scorer(ScorerConfig(name="pickscore", num_frames=num_frames, model_path=str(clip_dir),
+                                       device="cpu", frames_per_forward=frames_per_forward))
+    cases = held_out_cases()
+    got = scorer.score_batch([c[1] for c in cases], [c[2] for c in cases])  # one batch: forwards span outputs
+    want = [ref.score(scorer.model, scorer.processor, out, prompt, num_frames) for _, out, prompt in cases]
+    bad = [(what, g, w) for (what, _, _), g, w in zip(cases, got, want) if not close(g, w)]
+    assert not bad, bad
+
+
+def test_the_edge_cases_are_sharp(clip_dir):
+    """Each convention the old scorer got wrong changes the score by more than the tolerance on these cases, so
+    the parity test above fails on any of them."""
+    scorer = build_scorer(ScorerConfig(name="pickscore", num_frames=4, model_path=str(clip_dir), device="cpu"))
+    m, p = scorer.model, scorer.processor
+    cases = dict((what, (out, prompt)) for what, out, prompt in held_out_cases())
+    out, prompt = cases["rounds and truncates differently"]
+    assert not close(ref.score(m, p, out, prompt, 4, rounding=True), ref.score(m, p, out, prompt, 4))
+    out, prompt = cases["even frame count"]  # one frame of 16: n // 2 = 8, not (n - 1) // 2 = 7
+    assert not close(ref.score(m, p, out[:, 7], prompt, None), ref.score(m, p, out, prompt, 1))
+    assert not close(ref.score(m, p, out, prompt, 4, divisor=1.0), ref.score(m, p, out, prompt, 4))
+    out, prompt = cases["floats in [0, 255]"]  # taken as [0, 255], not clamped to 1
+    assert not close(ref.score(m, p, out.clamp(0, 1), prompt, 4), ref.score(m, p, out, prompt, 4))
+
+
+def test_frames_per_forward_changes_no_score(clip_dir):
+    cases = held_out_cases()
+    outs, prompts = [c[1] for c in cases], [c[2] for c in cases]
+    scores = [build_scorer(ScorerConfig(name="pickscore", num_frames=4, model_path=str(clip_dir), device="cpu",
+                                        frames_per_forward=n)).score_batch(outs, prompts) for n in (1, 7, 64)]
+    for a, b in zip(scores[0], scores[1] + scores[2]):
+        assert close(a, b)
+
+
+def test_stored_outputs_score_as_the_inline_ones(store, clip_dir):
+    scorer = build_scorer(ScorerConfig(name="pickscore", num_frames=4, model_path=str(clip_dir), device="cpu",
+                                       frames_per_forward=5))
+    cases = held_out_cases()
+    refs = [put_output(store, f"parity-{i}", out) for i, (_, out, _) in enumerate(cases)]
+    prompts = [c[2] for c in cases]
+    readers = [RegisteredTensorReader(store), RegisteredTensorReader(store)]
+    stored = StoredOutputRewardActor(scorer, readers, batch_size=len(cases)).score_batch(refs, prompts)
+    assert stored == scorer.score_batch([c[1] for c in cases], prompts)
+    assert all(close(s, ref.score(scorer.model, scorer.processor, out, pr, 4))
+               for s, (_, out, pr) in zip(stored, cases))
