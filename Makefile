@@ -12,8 +12,10 @@ deps:
 	bash scripts/venv.sh >/dev/null
 	bash devcluster/build.sh >/dev/null
 	bash devcluster/node-deps.sh
-	bash devcluster/build-node.sh >/dev/null
-	bash devcluster/images.sh >/dev/null
+	# kubelet & co (CPU: Go builds) and the images (network and disk: pip, buildah) build side by side
+	bash devcluster/build-node.sh >/dev/null & node=$$!
+	bash devcluster/images.sh >/dev/null & images=$$!
+	wait $$node; wait $$images
 
 # The demo's network namespace: the control plane, the real node and its pods live there.
 DEMO_NETNS ?= rewardpool-demo
@@ -31,7 +33,7 @@ demo: deps
 down:
 	venv=$$(bash scripts/venv.sh)
 	$$venv/bin/python -m rewardpool_devcluster down
-	! ip netns list | grep -qw "^$(DEMO_NETNS)" || ip netns del $(DEMO_NETNS)
+	if [ -e /run/netns/$(DEMO_NETNS) ]; then ip netns del $(DEMO_NETNS); fi
 
 # The whole suite (unit, worker on a real Mooncake master and Ray, integration on a real control plane),
 # inside a loopback-only network namespace.
