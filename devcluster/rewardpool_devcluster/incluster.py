@@ -66,7 +66,7 @@ def infra_objects(worker_image: str, ns: str = INFRA_NS) -> list[dict]:
 
 def real_node_pool(name: str, namespace: str, image: str, *, replicas: int = 2, attachment: str | None = None,
                    infra_ns: str = INFRA_NS, samples: int = 8, output_bytes: str = "4M",
-                   drain_timeout: int = 120) -> dict:
+                   drain_timeout: int = 120, cpu: str = "500m") -> dict:
     """A RewardPool whose workers run on the real node: selected by its label, tolerating its taint, tcp store
     (the node is labelled RDMA-capable for placement but has no RDMA device), the mean-intensity scorer."""
     spec = {
@@ -81,8 +81,9 @@ def real_node_pool(name: str, namespace: str, image: str, *, replicas: int = 2, 
                       "rdmaResource": {"count": 0}, "tolerations": [TOLERATION]},
         "ray": {"address": f"ray-head.{infra_ns}.svc.cluster.local:{RAY_PORT}", "namespace": "rewardpool"},
         "drainTimeoutSeconds": drain_timeout,
-        # two workers and the infrastructure share a 2-core node: a small CPU request, no CPU limit
-        "resources": {"requests": {"cpu": "100m"}},
+        # two workers and the infrastructure share a 2-core node: half a core each (the request is also the
+        # container's CPU weight under contention: 100m made `ray start` take a minute), no CPU limit
+        "resources": {"requests": {"cpu": cpu}},
         "podTemplate": {"spec": {"containers": [{"name": "worker", "imagePullPolicy": "IfNotPresent",
                                                  "env": [{"name": "REWARDPOOL_RAY_CPUS", "value": "1"}]}]}},
     }
