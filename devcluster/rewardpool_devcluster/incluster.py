@@ -136,7 +136,6 @@ def _ts(s: str) -> float:
 
 STARTUP_MARKS = [  # (phase name, a substring of the worker's log line that ends it)
     ("python + imports, network-status read", "store client and Ray node address"),
-    ("first Ray connect attempt (no local node)", "Connecting to existing Ray cluster"),
     ("ray start (a Ray node in the pod joins the head)", "Ray runtime started"),
     ("ray.init to the cluster", "Connected to Ray cluster"),
     ("actor: store client, registered buffer, scorer loaded", "worker ready:"),
