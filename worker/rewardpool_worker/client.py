@@ -96,12 +96,28 @@ class RewardPoolClient:
 
     # scoring ---------------------------------------------------------------------------------------------------
     def _batch_limit(self) -> int:
-        if self.batch_size is None:
-            member = self._pick(set())
+        """The pool's batch size, asked of one actor; an actor that died (a crashed worker container) or does
+        not answer is dropped and the next one asked, like a batch."""
+        last: Exception | None = None
+        for _ in range(self.attempts):
+            if self.batch_size is not None:
+                break
+            try:
+                member = self._pick(set())
+            except PoolUnavailable:
+                self.refresh()
+                member = self._pick(set())
             try:
                 self.batch_size = int(ray.get(member.handle.ready.remote(), timeout=60)["batch_size"])
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
+                    ray.exceptions.GetTimeoutError) as e:
+                log.warning("actor %s did not answer ready; asking another: %s", member.name, type(e).__name__)
+                self._drop(member.name)
+                last = e
             finally:
                 member.outstanding -= 1
+        if self.batch_size is None:
+            raise PoolUnavailable(f"no actor answered ready in {self.attempts} attempts") from last
         return self.batch_size
 
     def score(self, outputs: list, prompts: list[str]) -> list:
