@@ -12,8 +12,8 @@
 # GPUDirect RDMA into GPU memory, build with the CUDA build of Mooncake:
 #   docker build --target worker --build-arg MOONCAKE_WHEEL=mooncake-transfer-engine -t rewardpool-worker:cuda .
 # Dev tooling (devcluster, benchmarks, tests) is not in either image: only operator/ and worker/ are copied.
-# The *-deps stages hold the dependencies alone (keyed by pyproject.toml): a code change rebuilds only the
-# last layers, and the dev cluster tags them so a cache prune keeps them.
+# The *-deps stages hold the dependencies alone (keyed by pyproject.toml): with a layer cache, a code change
+# rebuilds only the last layers.
 #
 # Build arguments for builds behind a TLS-intercepting proxy or with a shared wheel cache (buildah/podman):
 #   PIP_CERT       a CA bundle path mounted into the build (-v /etc/ssl/certs/ca-certificates.crt:/run/ca.crt:ro)

@@ -65,7 +65,6 @@ hash_files() {  # what goes into the build context the Dockerfile uses (.dockeri
 }
 src_files=$(cd "$root" && { git ls-files -co --exclude-standard -- Dockerfile .dockerignore pyproject.toml operator worker \
   2>/dev/null || find Dockerfile pyproject.toml operator worker -type f; } | grep -v -e '__pycache__' -e '\.egg-info')
-deps_key=$( (hash_files Dockerfile pyproject.toml; echo "$BASE") | sha256sum | cut -c1-12)
 key=$( (hash_files $src_files; echo "$BASE") | sha256sum | cut -c1-12)
 bud() {  # target, tag
   "${B[@]}" bud --isolation chroot --layers --pull-never --target "$1" -t "$2" \
@@ -75,31 +74,20 @@ bud() {  # target, tag
     || { log "image build of $1 failed; last lines of $IMG/build-$1.log:"; tail -25 "$IMG/build-$1.log" >&2; exit 1; }
 }
 refs=()
-built=0
 for target in operator worker; do
   ref="localhost/rewardpool-$target:dev-$key"
-  deps="localhost/rewardpool-$target-deps:$deps_key"
   if ! "${B[@]}" inspect --type image "$ref" >/dev/null 2>&1; then
     t0=$(date +%s)
-    if ! "${B[@]}" inspect --type image "$deps" >/dev/null 2>&1; then
-      log "buildah bud --target $target-deps (cold: operator ~1 min; worker ~7 min, torch and its CUDA libraries from PyPI)"
-      bud "$target-deps" "$deps"
-    fi
-    log "buildah bud --target $target (the code layers on top of $deps: seconds)"
+    log "buildah bud --target $target (cold: operator ~1 min, worker ~7 min: torch and its CUDA libraries from PyPI; a code change: seconds)"
     bud "$target" "$ref"
     log "built $ref in $(( $(date +%s) - t0 ))s ($("${B[@]}" images --format '{{.Size}}' "$ref" | head -1))"
-    built=1
+    # the previous tree's image of this target goes; the layer cache (buildah's intermediate images) stays:
+    # it is what makes the next code change cheap. It grows only when the dependencies change (then
+    # `rm -rf ~/.cache/rewardpool/images` starts afresh).
+    for old in $("${B[@]}" images --format '{{.Name}}:{{.Tag}}' | grep "^localhost/rewardpool-$target:dev-" | grep -vx "$ref"); do
+      "${B[@]}" rmi "$old" >/dev/null 2>&1 || true
+    done
   fi
   refs+=("$ref")
 done
-if [ "$built" = 1 ]; then
-  # earlier trees' images and dependency stages, then the dangling layer cache: the tagged *-deps images keep
-  # what the next build reuses, everything else is dead weight (the worker's is gigabytes)
-  for old in $("${B[@]}" images --format '{{.Name}}:{{.Tag}}' | grep -E '^localhost/rewardpool-(operator|worker)(-deps)?:' \
-               | grep -vx -e "${refs[0]}" -e "${refs[1]}" -e "localhost/rewardpool-operator-deps:$deps_key" \
-                      -e "localhost/rewardpool-worker-deps:$deps_key"); do
-    "${B[@]}" rmi "$old" >/dev/null 2>&1 || true
-  done
-  "${B[@]}" rmi --prune >/dev/null 2>&1 || true
-fi
 echo "${refs[0]} ${refs[1]} $PAUSE $IMG/buildah"
