@@ -275,9 +275,22 @@ def _drop(obj, path):
     return obj
 
 
+def _mixture(m: dict) -> dict:
+    """spec.scorers set: the shared scorer names no scorer, and every entry names exactly one (distinct)."""
+    _drop(m, ("spec", "scorer", "name"))
+    for i, entry in enumerate(m["spec"].get("scorers") or []):
+        if isinstance(entry, dict) and "name" not in entry and "class" not in entry:
+            entry["class"] = f"pkg.mod:Scorer{i}"
+        if isinstance(entry, dict):
+            entry.setdefault("weight", 1)  # the API server's default, so "kept as sent" compares like with like
+    return m
+
+
 # What a manifest needs besides the field itself for the field to be valid: dotted-path prefix -> edit.
 CONTEXT = {
     "spec.scorer.class": lambda m: _drop(m, ("spec", "scorer", "name")),
+    "spec.scorers": _mixture,
+    "spec.scorer.device": lambda m: m["spec"]["scorer"].setdefault("gpus", 1),  # device cuda needs a GPU
 }
 
 

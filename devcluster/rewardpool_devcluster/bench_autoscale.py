@@ -54,7 +54,8 @@ def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Pro
          log_dir: Path, gap: float, hint: bool) -> dict:
     from rewardpool_worker import demand
     from rewardpool_worker.client import Releaser, RewardPoolClient
-    from rewardpool_worker.config import StoreConfig
+    from rewardpool_worker.config import StoreConfig, actor_prefix
+    from rewardpool_worker.errors import SampleError
     from rewardpool_worker.store import Store
 
     store = Store.connect(StoreConfig(master=master.address, protocol="tcp", segment_bytes=0,
@@ -64,7 +65,7 @@ def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Pro
     pod_created: dict[str, float] = {}
     startup: dict[str, float] = {}
     client = RewardPoolClient(name, ns, refresh_seconds=1)
-    prefix = f"rewardpool:{ns}/{name}:"
+    prefix = actor_prefix(ns, name)
 
     def watch():
         while not stop.wait(0.2):
@@ -101,6 +102,7 @@ def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Pro
         releaser, per_rollout = Releaser(store), []
         ideal = gen_s() + score_s()
         for r in range(rollouts):
+            served0 = dict(client.served)
             t0 = time.monotonic()
             peak[0], put_failures, lost = 0.0, 0, 0
             evicted_before = master.metrics().get("master_evicted_key_count", 0)
@@ -121,21 +123,29 @@ def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Pro
                 futures[client.submit([ref], ["a video"])] = ref
             for fut in as_completed(futures, timeout=900):
                 try:
-                    fut.result()
-                except Exception:  # evicted before it was read: the engine would regenerate it
+                    (result,) = fut.result()
+                    failed = isinstance(result, SampleError)  # evicted before it was read: regenerated
+                except Exception:
+                    failed = True
+                if failed:
                     lost += 1
-                releaser.rewarded([futures[fut]])
+                    releaser.failed([futures[fut]])
+                else:
+                    releaser.rewarded([futures[fut]])
             took = time.monotonic() - t0
             if hint:
                 demand.expect(name, ns, 0)
             events = [(round(t - t0, 1), n) for t, n in replicas_at if t0 <= t <= t0 + took]
+            per_worker = {w.rpartition(":")[2]: n - served0.get(w, 0) for w, n in sorted(client.served.items())
+                          if n - served0.get(w, 0)}
             per_rollout.append({"s": round(took, 2), "ratio_to_generation_bound": round(took / ideal, 2),
                                 "store_peak_outputs": round(peak[0] / OUTPUT_BYTES, 1), "put_failures": put_failures,
                                 "evicted_before_scoring": lost, "store_evictions": int(
                                     master.metrics().get("master_evicted_key_count", 0) - evicted_before),
-                                "scale_events": events})
+                                "scale_events": events, "batches_per_worker": per_worker})
             print(f"  {name}: rollout {r + 1}/{rollouts} in {took:.1f}s ({took / ideal:.2f}x the generation "
-                  f"bound; replicas now {replicas_at[-1][1] if replicas_at else '?'})", flush=True)
+                  f"bound; replicas now {replicas_at[-1][1] if replicas_at else '?'}; batches per worker "
+                  f"{per_worker}; moved to joining workers so far {client.aio.moved})", flush=True)
             time.sleep(gap)
         stop.set()
         co.delete_namespaced_custom_object("rewardpool.io", "v1alpha1", ns, "rewardpools", name)
@@ -143,7 +153,8 @@ def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Pro
     return {"rollouts": per_rollout, "first_workers_ready_s": round(first_ready_s, 1),
             "worker_startup_s": sorted(round(v, 1) for v in startup.values()),
             "max_replicas": max([n for _, n in replicas_at] or [spec["replicas"]]),
-            "released": releaser.stats.released, "batches_per_worker": dict(client.served),
+            "released": releaser.stats.released, "failed_released": releaser.stats.failed_released,
+            "batches_per_worker": dict(client.served),
             "total_evictions": int(master.metrics().get("master_evicted_key_count", 0) - evicted0)}
 
 
@@ -153,6 +164,9 @@ def bench_autoscale(args) -> int:
     from kubernetes import client, config
 
     urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+    import logging
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("rewardpool.client").setLevel(logging.INFO)
     global COMPRESS
     COMPRESS = args.compress
     os.environ["REWARDPOOL_BENCH_COMPRESS"] = str(args.compress)

@@ -10,7 +10,8 @@ import logging
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from rewardpool_worker.config import HTTP_PORT, control_header
+from rewardpool_worker.config import (DRAIN_PATH, HEALTH_PATH, HTTP_PORT, METRICS_PATH, PENDING_BYTES_METRIC,
+                                      QUEUE_DEPTH_METRIC, WorkerHealth, control_header)
 
 from .autoscaler import Signals
 
@@ -39,18 +40,18 @@ async def _get(session: aiohttp.ClientSession, url: str) -> str | None:
 
 async def read(pod_ips: list[str], master_metrics: str | None) -> Signals:
     async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
-        texts = await asyncio.gather(*(_get(session, f"http://{ip}:{HTTP_PORT}/metrics") for ip in pod_ips))
+        texts = await asyncio.gather(*(_get(session, f"http://{ip}:{HTTP_PORT}{METRICS_PATH}") for ip in pod_ips))
         master = await _get(session, f"http://{master_metrics}/metrics") if master_metrics else None
     queue = pending = 0
     per_worker: dict[str, int] = {}
     for ip, text in zip(pod_ips, texts):
         if text is None:
             continue
-        m = parse(text, {"rewardpool_worker_queue_depth", "rewardpool_worker_pending_bytes"})
-        if "rewardpool_worker_queue_depth" in m:
-            per_worker[ip] = int(m["rewardpool_worker_queue_depth"])
+        m = parse(text, {QUEUE_DEPTH_METRIC, PENDING_BYTES_METRIC})
+        if QUEUE_DEPTH_METRIC in m:
+            per_worker[ip] = int(m[QUEUE_DEPTH_METRIC])
             queue += per_worker[ip]
-            pending += int(m.get("rewardpool_worker_pending_bytes", 0))
+            pending += int(m.get(PENDING_BYTES_METRIC, 0))
     answered = len(per_worker)
     fill = None
     if master is not None:
@@ -61,10 +62,16 @@ async def read(pod_ips: list[str], master_metrics: str | None) -> Signals:
 
 
 async def worker_health(pod_ip: str) -> dict | None:
-    """The worker's /healthz (phase, in_flight, store_hostname), or None when it does not answer."""
-    async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
-        text = await _get(session, f"http://{pod_ip}:{HTTP_PORT}/healthz")
-    return json.loads(text) if text else None
+    """The worker's /healthz (the contract's WorkerHealth: phase, in_flight, store_hostname, live), also when
+    it answers 503 (wedged but there); None when it does not answer or answers something else."""
+    try:
+        async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
+            async with session.get(f"http://{pod_ip}:{HTTP_PORT}{HEALTH_PATH}") as resp:
+                if resp.status not in (200, 503):
+                    return None
+                return WorkerHealth.model_validate_json(await resp.read()).model_dump()
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
+        return None
 
 
 async def request_drain(pod_ip: str, token: str) -> bool:
@@ -72,7 +79,7 @@ async def request_drain(pod_ip: str, token: str) -> bool:
     wrote first still reaches the worker through its Downward API file."""
     try:
         async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
-            async with session.post(f"http://{pod_ip}:{HTTP_PORT}/drain", headers=control_header(token)) as resp:
+            async with session.post(f"http://{pod_ip}:{HTTP_PORT}{DRAIN_PATH}", headers=control_header(token)) as resp:
                 if resp.status in (401, 403):
                     log.warning("worker %s refused the drain request (%s): %s", pod_ip, resp.status,
                                 await resp.text())

@@ -84,7 +84,7 @@ def test_only_the_token_drains_and_a_rotated_token_is_picked_up(api, ns, operato
         wait_for(lambda: victim not in [p.metadata.name for p in pool.pods()], 90, what="the drained worker deleted")
         log = (tmp_path / f"{victim}.log").read_text()
         assert "drain requested over HTTP" in log  # the operator's call, with the rotated token, got through
-        assert fleet.exit_codes.get(victim) in (0, -1)
+        wait_for(lambda: fleet.exit_codes.get(victim) == 0, 60, what="the drained worker exiting cleanly")
 
 
 def test_drain_reaches_the_worker_through_the_annotation_when_http_is_refused(

@@ -68,3 +68,28 @@ class HangingScorer:
         if "hang" in prompts:
             time.sleep(self.seconds)
         return [1.0] * len(outputs)
+
+
+class FailOnPromptScorer:
+    """Raises on the prompt "bad" (a scorer bug hit by one sample); else the output's mean after `seconds`."""
+
+    def __init__(self, seconds: float = 0.0):
+        self.seconds = seconds
+
+    def warmup(self):
+        pass
+
+    def score_batch(self, outputs, prompts):
+        import time
+
+        if "bad" in prompts:
+            raise ZeroDivisionError("this scorer cannot score 'bad'")
+        time.sleep(self.seconds)
+        return [float(o.float().mean()) for o in outputs]
+
+
+class MeanScorer(FailOnPromptScorer):
+    """The output's mean after 0.05 s: a quick model with a real batch time."""
+
+    def __init__(self, seconds: float = 0.05):
+        super().__init__(seconds)

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
+from .errors import Cancelled, Overloaded, ScorerError
 from .reader import RegisteredTensorReader
 from .records import OutputRef
 
@@ -43,8 +44,11 @@ def warm_up(scorer) -> None:
 class StoredOutputRewardActor:
     def __init__(self, scorer, reader: RegisteredTensorReader | list[RegisteredTensorReader] | None,
                  batch_size: int | None = None, max_batch_bytes: int = 0,
-                 wedge_floor_seconds: float = WEDGE_FLOOR_SECONDS):
+                 wedge_floor_seconds: float = WEDGE_FLOOR_SECONDS, max_queue: int = 0):
         self.scorer = scorer
+        self.max_queue = max_queue  # 0: no limit; else batches accepted beyond it are refused (Overloaded)
+        self._active: set = set()  # batch ids accepted and not finished
+        self._cancelled: set = set()  # of those, the ones their caller gave up on
         readers = reader if isinstance(reader, list) else [reader] * (reader is not None)
         self.readers = readers
         self.batch_size, self.max_batch_bytes = batch_size, max_batch_bytes
@@ -81,6 +85,8 @@ class StoredOutputRewardActor:
         self.model_since = time.monotonic()
         try:
             return list(self.scorer.score_batch(tensors, prompts)), time.perf_counter() - t0
+        except Exception as e:  # the scorer's own failure, typed for the client (its class may not unpickle there)
+            raise ScorerError(str(e), type(e).__name__) from None
         finally:
             self.model_since = None
 
@@ -98,7 +104,7 @@ class StoredOutputRewardActor:
                 "(scorer.batchSize x sizing.outputBytesPerSample): the outputs are larger than spec.sizing says")
         return nbytes
 
-    def score_batch(self, outputs: list[OutputRef | torch.Tensor], prompts: list[str]) -> list:
+    def score_batch(self, outputs: list[OutputRef | torch.Tensor], prompts: list[str], batch_id=None) -> list:
         try:
             nbytes = self._check(outputs, prompts)
         except BatchTooLarge:
@@ -108,14 +114,22 @@ class StoredOutputRewardActor:
         if not outputs:
             return []
         with self._lock:
+            if self.max_queue and self.in_flight >= self.max_queue:
+                self.refused += 1
+                raise Overloaded(f"{self.in_flight} batches queued, the limit is {self.max_queue}")
             self.in_flight += 1
             self.pending_bytes += nbytes
+            if batch_id is not None:
+                self._active.add(batch_id)
         try:
-            reader = self._slots.get()  # wait here, before reading: a queued batch holds no output memory
+            reader = self._wait_for_slot(batch_id)  # before reading: a queued batch holds no output memory
             with self._lock:
                 self.holding += 1
                 self.peak_holding = max(self.peak_holding, self.holding)
             try:
+                with self._lock:
+                    if batch_id in self._cancelled:  # its caller gave up while it waited: read nothing
+                        raise Cancelled(f"batch {batch_id} was cancelled by its caller before it was read")
                 return self._read_and_score(reader, outputs, prompts)
             finally:
                 with self._lock:
@@ -125,6 +139,25 @@ class StoredOutputRewardActor:
             with self._lock:
                 self.in_flight -= 1
                 self.pending_bytes -= nbytes
+                self._active.discard(batch_id)
+                self._cancelled.discard(batch_id)
+
+    def _wait_for_slot(self, batch_id):
+        while True:
+            try:
+                return self._slots.get(timeout=0.2)
+            except queue.Empty:
+                with self._lock:
+                    if batch_id in self._cancelled:
+                        raise Cancelled(f"batch {batch_id} was cancelled by its caller while it waited") from None
+
+    def cancel(self, batch_ids: list) -> int:
+        """The caller gave up on these batches: the ones still waiting for a read slot end with Cancelled
+        instead of reading and scoring. Returns how many were still active here."""
+        with self._lock:
+            live = [b for b in batch_ids if b in self._active]
+            self._cancelled.update(live)
+            return len(live)
 
     def _read_and_score(self, reader, outputs: list, prompts: list[str]) -> list:
         refs = [o for o in outputs if isinstance(o, OutputRef)]

@@ -1,275 +1,239 @@
-"""What the training job imports: score stored outputs through a RewardPool, and release them.
+"""What the training job imports to score outputs through a RewardPool.
 
-`RewardPoolClient` finds the pool's live actors by name in Ray, sends each batch to the actor with the least
-outstanding work, refreshes membership as the pool scales, and retries a batch on another actor when one
-dies or drains: nothing is lost, because outputs stay in the store until they are released. A call with more
-outputs than the pool's scorer.batchSize (which the actors refuse: their memory holds one batch per read
-slot) is split into batches of that size, scored concurrently, and the results joined in order. A pool with
-several scorers returns one dict per output, `{component..., "weighted": sum}`.
+- `Router`: the pool's live workers (found by actor name in Ray, refreshed as the pool scales) and the choice
+  of a worker for each batch (below).
+- `RewardPoolClient`: the blocking client, a thin wrapper over `async_client.AsyncRewardPoolClient` (which
+  splits, dispatches concurrently, retries, applies the deadline and returns per-sample results) running on
+  its own event loop thread.
+- `Releaser` (releaser.py) and the errors (errors.py) are re-exported here.
 
-`Releaser` removes each output exactly once, after its last reward (a sample scored by several reward
-models, or a group reward, counts down to zero first), keeping the first N scored samples for media logging
-(read back as tensors before the remove). A failed media read or remove is counted, never raised."""
+Routing. For each batch the router prices every eligible worker at (its outstanding batches + 1) x its
+batch time (a moving average of this client's batch round trips there, each divided by the batches it had
+queued there at dispatch; a time within `spread` (2x) of the median of
+all workers' times counts as the median, so noise does not break ties), takes the workers within `slack` of
+the cheapest (plus any not used for a while, so a price cannot go stale), and of those the one it used least
+recently. New workers start in random order, so separate clients begin on different workers. The effect:
+least outstanding work when batches pile up, a slower worker (a smaller GPU, a busy node) gets fewer, and a
+caller that scores one batch at a time goes round the pool instead of always to the same worker. A worker
+is used once it has answered ready() (a worker still loading its model gets no batch to wait on); one
+that answered Draining is skipped until it leaves the pool; one that was unreachable or Overloaded, or that
+held a batch past its caller's deadline (a hung model), is skipped for a while unless no other is left;
+none of these costs the batch an attempt."""
 from __future__ import annotations
 
+import asyncio
 import logging
+import random
+import statistics
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import ray
 from prometheus_client import Counter as PromCounter
 
-from .records import OutputRef
-from .store import LeaseHeld, ObjectNotFound, Store, StoreError
+from .errors import Draining, Overloaded, PoolUnavailable, SampleError, ScorerError  # noqa: F401 (re-exported)
+from .releaser import ReleaseStats, Releaser  # noqa: F401 (re-exported)
 
 log = logging.getLogger("rewardpool.client")
-
-
-# In the training job's process (its default registry): releases happen here, not in the workers.
-RELEASES = PromCounter("rewardpool_client_releases", "Outputs released from the store after their last reward")
-RELEASE_FAILURES = PromCounter("rewardpool_client_release_failures", "Releases that failed (counted, not raised)")
-MEDIA_FAILURES = PromCounter("rewardpool_client_media_failures", "Media read-backs that failed")
-BATCH_RETRIES = PromCounter("rewardpool_client_batch_retries", "Batches retried on another actor")
-
-
-class PoolUnavailable(RuntimeError):
-    pass
+BATCH_RETRIES = PromCounter("rewardpool_client_batch_retries", "Batches sent again to another worker")
+EWMA_ALPHA = 0.3
 
 
 @dataclass
 class _Member:
     name: str
     handle: object
-    outstanding: int = 0
+    outstanding: int = 0  # this client's batches sent to it, not finished
+    batch_seconds: float | None = None  # moving average of this client's batch times there
+    last_used: float = 0.0  # order of use (random below 1 until first used)
+    excluded_until: float = 0.0
+    draining: bool = False
+    ready: bool = True  # answered ready(): constructed (store, buffers, model, warm-up); new members start False
+    probing: bool = False
 
 
-class RewardPoolClient:
-    def __init__(self, pool: str, namespace: str = "default", ray_namespace: str = "rewardpool",
-                 refresh_seconds: float = 5.0, attempts: int = 4, batch_size: int | None = None):
-        self.prefix = f"rewardpool:{namespace}/{pool}:"
-        self.ray_namespace, self.refresh_seconds, self.attempts = ray_namespace, refresh_seconds, attempts
-        self.batch_size = batch_size  # None: learned from the actors (their scorer.batchSize)
+class Router:
+    def __init__(self, prefix: str, ray_namespace: str = "rewardpool", refresh_seconds: float = 5.0,
+                 slack: float = 0.5, spread: float = 2.0, seed: int | None = None):
+        self.prefix, self.ray_namespace, self.refresh_seconds = prefix, ray_namespace, refresh_seconds
+        self.slack, self.spread = slack, spread
+        self.max_outstanding: int | None = None
         self._members: dict[str, _Member] = {}
+        self._dead: set[str | None] = set()  # actor ids of workers that died under a batch
         self._lock = threading.Lock()
+        self._rng = random.Random(seed)
+        self._seq = 1.0
         self._refreshed = 0.0
+        self.served: Counter[str] = Counter()  # batches scored, per worker
         self.retries = 0
-        self.served: Counter[str] = Counter()  # batches scored, per actor name
 
-    # membership ------------------------------------------------------------------------------------------------
+    # membership -----------------------------------------------------------------------------------------------
+    def due(self) -> bool:
+        return time.monotonic() - self._refreshed > self.refresh_seconds or not self._members
+
     def refresh(self) -> list[str]:
-        names = sorted(n["name"] if isinstance(n, dict) else n
-                       for n in ray.util.list_named_actors(all_namespaces=True)
-                       if (n["namespace"] if isinstance(n, dict) else self.ray_namespace) == self.ray_namespace
-                       and (n["name"] if isinstance(n, dict) else n).startswith(self.prefix))
+        names = sorted(n["name"] for n in ray.util.list_named_actors(all_namespaces=True)
+                       if n["namespace"] == self.ray_namespace and n["name"].startswith(self.prefix))
+        found = {}
+        for name in names:
+            if name not in self._members:
+                try:
+                    handle = ray.get_actor(name, namespace=self.ray_namespace)
+                except ValueError:  # died between the listing and the lookup
+                    continue
+                if _actor_id(handle) is None or _actor_id(handle) not in self._dead:  # still listed a moment after it died: not again
+                    found[name] = handle
         with self._lock:
             for gone in set(self._members) - set(names):
                 del self._members[gone]
-            for name in names:
-                if name not in self._members:
-                    try:
-                        self._members[name] = _Member(name, ray.get_actor(name, namespace=self.ray_namespace))
-                    except ValueError:  # died between the listing and the lookup
-                        continue
+            for name, handle in found.items():
+                self._members[name] = _Member(name, handle, last_used=self._rng.random(), ready=False)
             self._refreshed = time.monotonic()
-            return list(self._members)
+            return sorted(self._members)
 
     def members(self) -> list[str]:
-        if time.monotonic() - self._refreshed > self.refresh_seconds or not self._members:
+        if self.due():
             self.refresh()
-        return list(self._members)
-
-    def _pick(self, exclude: set[str]) -> _Member:
-        self.members()
         with self._lock:
-            live = [m for m in self._members.values() if m.name not in exclude]
+            return sorted(self._members)
+
+    def describe(self) -> str:
+        with self._lock:
+            return ", ".join(f"{m.name}{' (draining)' if m.draining else ''}" for m in self._members.values()) or "none"
+
+    # choice ---------------------------------------------------------------------------------------------------
+    def _eligible(self, exclude: set[str], now: float) -> list[_Member]:
+        """Not draining, not excluded by the caller; skipped for a while (unreachable, overloaded, past a
+        deadline) only while some other worker is not."""
+        base = [m for m in self._members.values() if m.ready and not m.draining and m.name not in exclude]
+        return [m for m in base if m.excluded_until <= now] or base
+
+    def eligible(self, exclude: set[str]) -> bool:
+        with self._lock:
+            return bool(self._eligible(exclude, time.monotonic()))
+
+    def pick(self, exclude: set[str] = frozenset()) -> _Member | None:
+        """The worker for the next batch (its outstanding count taken), or None when no eligible worker has
+        room (`eligible()` tells full from none)."""
+        with self._lock:
+            live = [m for m in self._eligible(exclude, time.monotonic())
+                    if self.max_outstanding is None or m.outstanding < self.max_outstanding]
             if not live:
-                raise PoolUnavailable(f"no live actor for {self.prefix}* (tried {sorted(exclude) or 'none'})")
-            m = min(live, key=lambda m: (m.outstanding, m.name))
+                return None
+            known = [m.batch_seconds for m in live if m.batch_seconds is not None]
+            median = statistics.median(known) if known else 1.0
+
+            def seconds(m: _Member) -> float:
+                # Within a factor of the median is noise (a shared machine, a busy moment): priced the same,
+                # so ties stay ties. Only a clearly slower (or faster) worker is priced apart.
+                t = m.batch_seconds
+                if t is None or median / self.spread <= t <= median * self.spread:
+                    return median
+                return t
+
+            def cost(m: _Member) -> float:
+                return (m.outstanding + 1) * seconds(m)
+            best = min(cost(m) for m in live)
+            stale = 4 * len(self._members)  # a worker not used for this many picks is tried again (its price
+            near = [m for m in live if cost(m) <= best * (1 + self.slack)  # may be out of date)
+                    or self._seq - m.last_used > stale]
+            m = min(near, key=lambda m: m.last_used)
             m.outstanding += 1
+            self._seq += 1
+            m.last_used = self._seq
             return m
 
-    def _drop(self, name: str) -> None:
+    def done(self, m: _Member, seconds: float | None) -> None:
         with self._lock:
-            self._members.pop(name, None)
+            m.outstanding -= 1
+            if seconds is not None:
+                m.batch_seconds = seconds if m.batch_seconds is None else \
+                    (1 - EWMA_ALPHA) * m.batch_seconds + EWMA_ALPHA * seconds
 
-    # scoring ---------------------------------------------------------------------------------------------------
-    def _batch_limit(self) -> int:
-        """The pool's batch size, asked of one actor; an actor that died (a crashed worker container) or does
-        not answer is dropped and the next one asked, like a batch."""
-        last: Exception | None = None
-        for _ in range(self.attempts):
-            if self.batch_size is not None:
-                break
-            try:
-                member = self._pick(set())
-            except PoolUnavailable:
-                self.refresh()
-                member = self._pick(set())
-            try:
-                self.batch_size = int(ray.get(member.handle.ready.remote(), timeout=60)["batch_size"])
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
-                    ray.exceptions.GetTimeoutError) as e:
-                log.warning("actor %s did not answer ready; asking another: %s", member.name, type(e).__name__)
-                self._drop(member.name)
-                last = e
-            finally:
-                member.outstanding -= 1
-        if self.batch_size is None:
-            raise PoolUnavailable(f"no actor answered ready in {self.attempts} attempts") from last
-        return self.batch_size
-
-    def score(self, outputs: list, prompts: list[str]) -> list:
-        """Score outputs: one batch per scorer.batchSize outputs, concurrently, results in order."""
-        if len(outputs) != len(prompts):
-            raise ValueError(f"{len(outputs)} outputs but {len(prompts)} prompts")
-        if not outputs:
-            return []
-        n = self._batch_limit()
-        if len(outputs) <= n:
-            return self._score_batch(outputs, prompts)
-        from concurrent.futures import ThreadPoolExecutor
-
-        if not hasattr(self, "_splits"):  # its own threads: a split never waits on the submit() pool
-            self._splits = ThreadPoolExecutor(16, thread_name_prefix="rewardpool-split")
-        parts = [self._splits.submit(self._score_batch, outputs[i:i + n], prompts[i:i + n])
-                 for i in range(0, len(outputs), n)]
-        return [s for p in parts for s in p.result()]
-
-    def _score_batch(self, outputs: list, prompts: list[str]) -> list:
-        """Score one batch; on an actor that died or drains, retry on another (the outputs are still stored)."""
-        tried: set[str] = set()
-        last: Exception | None = None
-        for _ in range(self.attempts):
-            try:
-                member = self._pick(tried)
-            except PoolUnavailable:
-                self.refresh()  # the pool may have scaled since: look again, all members eligible
-                tried.clear()
-                member = self._pick(tried)
-            try:
-                scores = ray.get(member.handle.score_batch.remote(outputs, prompts))
-                self.served[member.name] += 1
-                return scores
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
-                log.warning("actor %s lost mid-batch; retrying elsewhere: %s", member.name, type(e).__name__)
-                self._drop(member.name)
-                last = e
-            except ray.exceptions.RayTaskError as e:
-                if "Draining" not in str(e):
-                    raise
-                log.info("actor %s is draining; retrying elsewhere", member.name)
-                self._drop(member.name)
-                last = e
-            finally:
-                member.outstanding -= 1
-            tried.add(member.name)
-            self.retries += 1
-            BATCH_RETRIES.inc()
-        raise PoolUnavailable(f"batch failed on {self.attempts} actors") from last
-
-    def submit(self, outputs: list, prompts: list[str]):
-        """Score asynchronously in a thread; returns a concurrent.futures.Future."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        if not hasattr(self, "_pool"):
-            self._pool = ThreadPoolExecutor(16, thread_name_prefix="rewardpool-client")
-        return self._pool.submit(self.score, outputs, prompts)
-
-
-@dataclass
-class ReleaseStats:
-    released: int = 0
-    release_failures: int = 0
-    lease_forced: int = 0
-    media_kept: int = 0
-    media_failures: int = 0
-
-
-@dataclass
-class Releaser:
-    """Counts rewards down per output key and releases each output exactly once, after its last reward."""
-    store: Store
-    media_keep: int = 0
-    reader: object = None  # a RegisteredTensorReader for media read-back
-    stats: ReleaseStats = field(default_factory=ReleaseStats)
-
-    def __post_init__(self):
-        self._lock = threading.Lock()
-        self._pending: Counter[str] = Counter()
-        self._refs: dict[str, OutputRef] = {}
-        self._released: set[str] = set()
-        self.media: list[tuple[str, object]] = []  # (key, tensor) of the kept media samples
-        self._media_slots = self.media_keep
-
-    def expect(self, refs: list[OutputRef], rewards: int = 1) -> None:
-        """Register that each ref will get `rewards` more rewards before it may be released."""
+    def unready(self) -> list[_Member]:
+        """Listed in Ray but not yet known to be constructed (a worker still loading its model)."""
         with self._lock:
-            for r in refs:
-                if r.key in self._released:
-                    raise ValueError(f"{r.key!r} was already released")
-                self._pending[r.key] += rewards
-                self._refs[r.key] = r
+            return [m for m in self._members.values() if not m.ready]
 
-    def rewarded(self, refs: list[OutputRef]) -> list[str]:
-        """One reward arrived for each ref; release those whose last reward this was. Returns released keys."""
-        due, media = [], []
+    def snapshot(self) -> list[_Member]:
         with self._lock:
-            for r in refs:
-                if self._pending[r.key] <= 0:
-                    raise ValueError(f"{r.key!r} got a reward it was not expecting")
-                self._pending[r.key] -= 1
-                if self._pending[r.key] == 0:
-                    del self._pending[r.key]
-                    self._released.add(r.key)  # claimed under the lock: no other thread releases it
-                    if self._media_slots > 0:
-                        self._media_slots -= 1
-                        media.append(self._refs[r.key])
-                    due.append(self._refs.pop(r.key))
-        for r in media:
-            self._keep_media(r)
-        for r in due:
-            self._remove(r.key)
-        return [r.key for r in due]
+            return list(self._members.values())
 
-    def _keep_media(self, ref: OutputRef) -> None:
-        try:
-            tensor = self.reader.read(ref)
-            with self._lock:
-                self.media.append((ref.key, tensor))
-                self.stats.media_kept += 1
-        except Exception as e:  # media is best effort: never fail the rollout for it
-            log.warning("media read of %s failed: %s", ref.key, e)
-            with self._lock:
-                self.stats.media_failures += 1
-            MEDIA_FAILURES.inc()
-
-    def _remove(self, key: str) -> None:
-        """Remove once. A read in the last `lease` seconds (the scoring read, a media read, even is_exist)
-        leaves a lease that makes a plain remove fail with OBJECT_HAS_LEASE. Every read of this output has
-        finished by now (its last reward is in), so the lease protects nobody: remove with force, and count it,
-        instead of stalling the rollout for the lease or leaving the output in the store."""
-        try:
-            try:
-                self.store.remove(key)
-            except LeaseHeld:
-                with self._lock:
-                    self.stats.lease_forced += 1
-                self.store.remove(key, force=True)
-            with self._lock:
-                self.stats.released += 1
-            RELEASES.inc()
-            return
-        except ObjectNotFound:
-            log.warning("release of %s: already gone from the store (evicted or removed elsewhere)", key)
-        except StoreError as e:
-            log.warning("release of %s failed: %s", key, e)
+    def mark_draining(self, name: str) -> None:
         with self._lock:
-            self.stats.release_failures += 1
-        RELEASE_FAILURES.inc()
+            if name in self._members:
+                self._members[name].draining = True
+
+    def exclude(self, name: str, seconds: float) -> None:
+        with self._lock:
+            if name in self._members:
+                self._members[name].excluded_until = time.monotonic() + seconds
+
+    def drop(self, name: str) -> None:
+        """The worker died: forget it, and never take this actor back (a restarted pod is a new actor)."""
+        with self._lock:
+            m = self._members.pop(name, None)
+            if m is not None:
+                self._dead.add(_actor_id(m.handle))
+
+
+def _actor_id(handle) -> str | None:
+    actor_id = getattr(handle, "_actor_id", None)
+    return actor_id.hex() if actor_id is not None else None
+
+
+class RewardPoolClient:
+    """Blocking client: the same calls as AsyncRewardPoolClient, run on a private event loop thread.
+    `score` blocks; `submit` returns a concurrent.futures.Future (no thread per call, no cap)."""
+
+    def __init__(self, pool: str, namespace: str = "default", ray_namespace: str = "rewardpool",
+                 refresh_seconds: float = 5.0, attempts: int = 4, batch_size: int | None = None,
+                 timeout: float | None = None, **kw):
+        from .async_client import AsyncRewardPoolClient
+
+        self.aio = AsyncRewardPoolClient(pool, namespace, ray_namespace, refresh_seconds=refresh_seconds,
+                                         attempts=attempts, batch_size=batch_size, timeout=timeout, **kw)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="rewardpool-client")
+        self._thread.start()
 
     @property
-    def pending(self) -> int:
-        with self._lock:
-            return len(self._pending)
+    def router(self) -> Router:
+        return self.aio.router
+
+    @property
+    def served(self) -> Counter:
+        return self.aio.served
+
+    @property
+    def retries(self) -> int:
+        return self.aio.retries
+
+    @property
+    def batch_size(self) -> int | None:
+        return self.aio.batch_size
+
+    def refresh(self) -> list[str]:
+        return self.router.refresh()
+
+    def members(self) -> list[str]:
+        return self.router.members()
+
+    def submit(self, outputs: list, prompts: list[str], **kw):
+        """Score in the background; a concurrent.futures.Future of the per-sample results."""
+        return asyncio.run_coroutine_threadsafe(self.aio.score(outputs, prompts, **kw), self._loop)
+
+    def submit_detailed(self, outputs: list, prompts: list[str], **kw):
+        return asyncio.run_coroutine_threadsafe(self.aio.score_detailed(outputs, prompts, **kw), self._loop)
+
+    def score(self, outputs: list, prompts: list[str], *, timeout: float | None = None,
+              raise_errors: bool = False) -> list:
+        """Scores in input order; a SampleError in the slot of a sample that failed (or raise the first,
+        with raise_errors). Past `timeout`, TimeoutError (the remote work is cancelled)."""
+        return self.submit(outputs, prompts, timeout=timeout, raise_errors=raise_errors).result()
+
+    def close(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)

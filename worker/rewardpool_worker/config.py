@@ -12,6 +12,18 @@ ENV_VAR = "REWARDPOOL_WORKER_CONFIG"
 # Where the pod's Downward API volume puts its annotations (Multus network-status lives there).
 ANNOTATIONS_FILE = "/etc/podinfo/annotations"
 HTTP_PORT = 8000
+# The worker's HTTP endpoints on HTTP_PORT: reads open to probes and scrapers, control calls authenticated.
+HEALTH_PATH, READY_PATH, METRICS_PATH, DRAIN_PATH = "/healthz", "/readyz", "/metrics", "/drain"
+# What the operator reads from each worker's /metrics (the autoscaler's queue signal); the worker's
+# metrics.py registers them under these names.
+QUEUE_DEPTH_METRIC = "rewardpool_worker_queue_depth"
+PENDING_BYTES_METRIC = "rewardpool_worker_pending_bytes"
+# The Ray actor of a pod is named ACTOR_PREFIX + "<namespace>/<pool>:<pod>"; pool clients find them by prefix.
+ACTOR_PREFIX = "rewardpool:"
+
+
+def actor_prefix(namespace: str, pool: str) -> str:
+    return f"{ACTOR_PREFIX}{namespace}/{pool}:"
 # Control calls (POST /drain, and any future mutating endpoint) carry the pool's token as a bearer token.
 # The operator keeps it in a per-pool Secret and the pod mounts that Secret read-only; the worker reads the
 # file on every call, so a rotated Secret (deleted, recreated by the operator) is picked up without a restart.
@@ -147,4 +159,14 @@ class WorkerConfig(BaseModel):
 
     def actor_name(self, pod_name: str) -> str:
         """Ray actor name the pool client discovers: one per pool and pod."""
-        return f"rewardpool:{self.namespace}/{self.pool}:{pod_name}"
+        return actor_prefix(self.namespace, self.pool) + pod_name
+
+
+class WorkerHealth(BaseModel):
+    """The /healthz payload: what the operator's drain decisions read (200 when live, 503 when wedged)."""
+    model_config = ConfigDict(extra="ignore")
+    phase: Literal["starting", "ready", "draining", "drained", "failed"]
+    live: bool = True
+    reason: str | None = None
+    in_flight: int = 0
+    store_hostname: str | None = None

@@ -12,6 +12,7 @@ import ray
 
 from .actor import READ_SLOTS, StoredOutputRewardActor
 from .config import WorkerConfig
+from .errors import Draining
 from .reader import ALIGN, RegisteredTensorReader
 from .records import OutputRef
 from .scorers import build_scorers
@@ -20,16 +21,16 @@ from .store import Store, StoreError
 log = logging.getLogger("rewardpool.worker")
 # Calls beyond the first wait inside the actor (for a read slot), so in_flight is the true queue depth.
 MAX_CONCURRENCY = 64
+# Batches accepted at once; one more is refused with Overloaded, answered at once from one of the threads
+# kept spare above it (so a refusal does not wait unseen in Ray's own queue). A client sends each worker at
+# most this many (it reads it from ready()); only several clients together can meet the refusal.
+MAX_QUEUE = MAX_CONCURRENCY - 8
 # Health and stats calls run in their own threads: a backlog of 64 waiting batches must not starve them
 # (that would read as a wedged worker and get a healthy pod restarted).
 CONTROL = "control"
 CONCURRENCY_GROUPS = {CONTROL: 4}
 STORE_PROBE_KEY = "rewardpool-readiness-probe"  # never put: is_exist on it is a round trip to the master
 STORE_PROBE_SECONDS = 5.0
-
-
-class Draining(RuntimeError):
-    """The worker is draining: send the batch elsewhere."""
 
 
 class RewardWorker:
@@ -47,7 +48,8 @@ class RewardWorker:
         self.scorer = build_scorers(self.cfg)
         self.load_seconds = time.perf_counter() - t0
         self.actor = StoredOutputRewardActor(self.scorer, self.readers, batch_size=self.cfg.scorer.batch_size,
-                                             max_batch_bytes=cap, wedge_floor_seconds=self.cfg.wedge_floor_seconds)
+                                             max_batch_bytes=cap, wedge_floor_seconds=self.cfg.wedge_floor_seconds,
+                                             max_queue=MAX_QUEUE)
         self.actor.warm_up()
         log.info("model loaded in %.2fs, warm-up forward %.2fs", self.load_seconds, self.actor.warmup_seconds)
         self.draining = False
@@ -87,12 +89,21 @@ class RewardWorker:
                 "buffer_registered": all(r.stats.registrations > 0 for r in self.readers) or not sized,
                 "model_loaded": self.scorer is not None, "load_seconds": self.load_seconds,
                 "warmup_seconds": self.actor.warmup_seconds, "batch_size": self.cfg.scorer.batch_size,
+                "max_queue": MAX_QUEUE, "components": [c.component for c in self.cfg.components],
+                "draining": self.draining,
                 "store_hostname": self.store.hostname}
 
-    def score_batch(self, outputs: list, prompts: list[str]) -> list:
+    def score_batch(self, outputs: list, prompts: list[str], batch_id=None) -> list:
+        """Scores in order. Raises (typed, see errors.py) Draining, Overloaded, Cancelled, ScorerError, the
+        store's errors (ObjectNotFound, ...) and BatchTooLarge."""
         if self.draining:
             raise Draining(f"{self.cfg.pool}: worker is draining")
-        return self.actor.score_batch(outputs, prompts)
+        return self.actor.score_batch(outputs, prompts, batch_id)
+
+    @ray.method(concurrency_group=CONTROL)
+    def cancel(self, batch_ids: list) -> int:
+        """The caller's deadline passed: batches still waiting here are dropped before they read."""
+        return self.actor.cancel(batch_ids)
 
     def read_outputs(self, refs: list[OutputRef]):
         """Read outputs back as tensors (media logging)."""

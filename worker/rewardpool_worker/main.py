@@ -17,7 +17,8 @@ from pathlib import Path
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from .config import ANNOTATIONS_FILE, CONTROL_TOKEN_FILE, DRAIN_ANNOTATION, WorkerConfig
+from .config import (ANNOTATIONS_FILE, CONTROL_TOKEN_FILE, DRAIN_ANNOTATION, DRAIN_PATH, HEALTH_PATH, METRICS_PATH,
+                     READY_PATH, WorkerConfig, WorkerHealth)
 from .control import ControlAuth
 from .metrics import WorkerMetrics
 from .network import local_hostname, parse_annotations_file
@@ -87,21 +88,21 @@ def serve_http(host: str, port: int, state: State, metrics: WorkerMetrics,
             self.wfile.write(body)
 
         def do_GET(self):
-            if self.path == "/healthz":
+            if self.path == HEALTH_PATH:
                 live, why = state.liveness()
-                self._send(200 if live else 503, json.dumps({
-                    "phase": state.phase, "live": live, "reason": why, "in_flight": state.in_flight,
-                    "store_hostname": state.detail.get("store_hostname")}).encode())
-            elif self.path == "/readyz":
+                self._send(200 if live else 503, WorkerHealth(
+                    phase=state.phase, live=live, reason=why, in_flight=state.in_flight,
+                    store_hostname=state.detail.get("store_hostname")).model_dump_json().encode())
+            elif self.path == READY_PATH:
                 ok, fields = state.readiness()
                 self._send(200 if ok else 503, json.dumps(fields).encode())
-            elif self.path == "/metrics":
+            elif self.path == METRICS_PATH:
                 self._send(200, generate_latest(metrics.registry), CONTENT_TYPE_LATEST)
             else:
                 self._send(404, b"{}")
 
         def do_POST(self):
-            if self.path != "/drain":
+            if self.path != DRAIN_PATH:
                 self._send(404, b"{}")
                 return
             code, why = auth.check(self.headers.get("Authorization"))

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from .config import PENDING_BYTES_METRIC, QUEUE_DEPTH_METRIC
+
 READ_BUCKETS = (0.01, 0.03, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
 class WorkerMetrics:
     def __init__(self):
         self.registry = r = CollectorRegistry()
-        self.queue_depth = Gauge("rewardpool_worker_queue_depth", "Requests accepted and not finished", registry=r)
+        self.queue_depth = Gauge(QUEUE_DEPTH_METRIC, "Requests accepted and not finished", registry=r)
         self.in_flight = Gauge("rewardpool_worker_in_flight", "Batches being read or scored", registry=r)
-        self.pending_bytes = Gauge("rewardpool_worker_pending_bytes", "Stored bytes of accepted, unfinished requests",
+        self.pending_bytes = Gauge(PENDING_BYTES_METRIC, "Stored bytes of accepted, unfinished requests",
                                    registry=r)
         self.read_seconds = Histogram("rewardpool_worker_read_seconds", "Time to read a batch from the store",
                                       buckets=READ_BUCKETS, registry=r)

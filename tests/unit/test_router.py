@@ -1,0 +1,63 @@
+"""The router's choice of a worker (pure: members set by hand, no Ray calls)."""
+from collections import Counter
+
+from rewardpool_worker.client import Router, _Member
+
+
+def router(n: int, **kw) -> Router:
+    r = Router("rewardpool:t/p:", seed=1, **kw)
+    for i in range(n):
+        r._members[f"w{i}"] = _Member(f"w{i}", None, last_used=r._rng.random())
+    r._refreshed = float("inf")  # no Ray listing in these tests
+    return r
+
+
+def run(r: Router, picks: int, seconds: dict[str, float]) -> Counter:
+    got = Counter()
+    for _ in range(picks):
+        m = r.pick()
+        got[m.name] += 1
+        r.done(m, seconds[m.name])
+    return got
+
+
+def test_one_batch_at_a_time_goes_round_the_pool_despite_noise():
+    r = router(4)
+    noisy = {"w0": 0.05, "w1": 0.09, "w2": 0.06, "w3": 0.08}  # within 2x of each other: ties
+    assert sorted(run(r, 100, noisy).values()) == [25, 25, 25, 25]
+
+
+def test_a_clearly_slower_worker_gets_fewer_batches_when_they_pile_up():
+    r = router(2)
+    r._members["w0"].batch_seconds, r._members["w1"].batch_seconds = 0.1, 0.5
+    held = [r.pick() for _ in range(12)]  # 12 batches out at once
+    got = Counter(m.name for m in held)
+    assert got["w0"] >= 2 * got["w1"] and got["w1"] >= 1, got
+
+
+def test_draining_and_excluded_workers():
+    r = router(3)
+    r.mark_draining("w0")
+    r.exclude("w1", 60)
+    assert {r.pick().name for _ in range(5)} == {"w2"}  # w1 skipped while another is left
+    r.mark_draining("w2")
+    assert r.pick().name == "w1"  # excluded, but the only one not draining: used rather than waiting
+    r.mark_draining("w1")
+    assert r.pick() is None and not r.eligible(set())
+
+
+def test_room_per_worker_is_backpressure():
+    r = router(2)
+    r.max_outstanding = 2
+    held = [r.pick() for _ in range(4)]
+    assert all(held) and r.pick() is None and r.eligible(set())  # full, not gone: the caller waits
+    r.done(held[0], 0.1)
+    assert r.pick().name == held[0].name
+
+
+def test_a_stale_price_is_tried_again():
+    r = router(2)
+    r._members["w1"].batch_seconds = 5.0  # priced out once (a hiccup)
+    r._members["w0"].batch_seconds = 0.1
+    got = run(r, 40, {"w0": 0.1, "w1": 0.1})
+    assert got["w1"] >= 4  # retried every few picks, then its price is back to normal

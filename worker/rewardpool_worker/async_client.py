@@ -1,0 +1,390 @@
+"""`AsyncRewardPoolClient`: what an asyncio training loop awaits to score outputs through a RewardPool.
+
+    client = AsyncRewardPoolClient("pickscore", namespace="rl")
+    scores = await client.score(refs_or_tensors, prompts, timeout=600)
+
+- **Split and spread.** A call is split into batches of the pool's scorer.batchSize (learned from a worker),
+  dispatched at once and routed by `client.Router` (least outstanding work weighted by each worker's batch
+  time; ties go to the least recently used worker, so even a caller scoring one batch at a time spreads).
+  Results come back in input order.
+- **Backpressure, not a hidden cap.** Every batch is sent as soon as some worker has room (a worker takes up
+  to its advertised `max_queue` batches; past that it refuses with Overloaded). So the workers' queue depth,
+  which the autoscaler reads, carries the caller's whole demand; only what no worker has room for waits
+  here (`client.waiting`). While batches are out, the client follows the pool's membership and moves
+  batches still waiting in a long queue to workers with room (one that joined after they were sent, or a
+  faster one): the worker drops them before reading, and they are sent again (`client.moved`). So a
+  scale-up helps the backlog already sent, and a draining worker's queue moves off it.
+- **Per-sample results.** A sample that cannot be scored is a `SampleError` in its slot; the others are
+  scored (a batch that fails for a non-transient reason is rescored one sample at a time, so one bad output
+  does not take its batch down). `raise_errors=True` raises the first error instead.
+- **Deadline.** `timeout` bounds the whole call: when it passes, the batches still out are cancelled on
+  their workers (`ray.cancel`, and the worker drops any that has not started reading) and the call raises
+  `TimeoutError` saying how many samples were left. Cancelling the awaiting task does the same.
+- **Failures by type.** Draining and Overloaded workers are skipped without spending an attempt; a worker
+  that dies mid-batch is dropped and the batch goes to another (the outputs are still stored); after
+  `attempts` such losses the batch's samples fail with PoolUnavailable. A pool with no eligible worker for
+  `unavailable_seconds` fails the same way.
+
+`score_detailed` returns a `ScoreReport` with the results and the deepest per-worker queue the call saw
+(what miles records as `sample.reward_max_queue_depth`)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+
+import ray
+
+from prometheus_client import Counter as PromCounter
+
+from .config import actor_prefix
+from .client import BATCH_RETRIES, Router, _Member
+from .errors import Cancelled, Draining, Overloaded, PoolUnavailable, SampleError, unwrap
+
+log = logging.getLogger("rewardpool.client")
+TIMEOUTS = PromCounter("rewardpool_client_timeouts", "Score calls that ran past their deadline")
+SAMPLE_ERRORS = PromCounter("rewardpool_client_sample_errors", "Samples returned as a SampleError")
+READ_SLOTS = 2  # batches a worker works on at once (hosting.READ_SLOTS); the rest of its queue waits
+UNREACHABLE_COOLDOWN_SECONDS = 5.0
+OVERLOADED_COOLDOWN_SECONDS = 0.5
+SUSPECT_SECONDS = 30.0
+DEADLINE_GRACE = 0.2  # a worker that held a batch past the caller's deadline
+
+
+@dataclass
+class ScoreReport:
+    results: list  # float | dict | SampleError, one per input, in order
+    max_queue_depth: int = 0  # deepest queue (this client's outstanding batches) on a worker it dispatched to
+    workers: Counter = field(default_factory=Counter)  # batches scored, per worker
+    retries: int = 0  # batches sent again (worker lost, draining, overloaded)
+
+    @property
+    def errors(self) -> list[SampleError]:
+        return [r for r in self.results if isinstance(r, SampleError)]
+
+
+class AsyncRewardPoolClient:
+    def __init__(self, pool: str, namespace: str = "default", ray_namespace: str = "rewardpool", *,
+                 refresh_seconds: float = 5.0, attempts: int = 4, batch_size: int | None = None,
+                 timeout: float | None = None, unavailable_seconds: float = 30.0,
+                 max_outstanding_per_worker: int | None = None, seed: int | None = None):
+        self.router = Router(actor_prefix(namespace, pool), ray_namespace, refresh_seconds, seed=seed)
+        self.pool, self.namespace = pool, namespace
+        self.attempts, self.batch_size, self.timeout = attempts, batch_size, timeout
+        self.unavailable_seconds = unavailable_seconds
+        self.max_outstanding = max_outstanding_per_worker  # None: each worker's advertised max_queue
+        self.components: list[str] | None = None
+        self.waiting = 0  # batches waiting here because no worker has room
+        self._freed: asyncio.Event | None = None
+        self._queued: dict[str, dict[str, float]] = {}  # per worker: batch id -> when sent, not finished
+        self._moved: set[str] = set()  # batch ids taken back from a worker's queue, to be sent elsewhere
+        self._rebalancer: asyncio.Task | None = None
+        self.moved = 0  # batches moved from a long queue to a worker with room
+
+    # ---------------------------------------------------------------------------------------------------------
+    @property
+    def served(self) -> Counter:
+        return self.router.served
+
+    @property
+    def retries(self) -> int:
+        return self.router.retries
+
+    async def refresh(self) -> list[str]:
+        names = await asyncio.to_thread(self.router.refresh)
+        self._probe_new()
+        return names
+
+    async def _members(self) -> None:
+        if self.router.due():
+            await asyncio.to_thread(self.router.refresh)
+        self._probe_new()
+
+    def _probe_new(self) -> None:
+        for m in self.router.unready():
+            if not m.probing:
+                m.probing = True
+                asyncio.ensure_future(self._probe(m))
+
+    async def _probe(self, m: _Member) -> None:
+        """A new worker becomes a candidate once it answers ready() (its constructor has finished)."""
+        try:
+            info = await asyncio.wrap_future(m.handle.ready.remote().future())
+            m.draining = bool(info.get("draining"))
+            m.ready = True
+            self._wake()
+        except Exception as e:  # noqa: BLE001 (gone while starting)
+            log.info("%s did not come up: %s", m.name, type(e).__name__)
+            self.router.drop(m.name)
+
+    async def _learn(self, deadline: float | None) -> None:
+        """The pool's batch size and queue limit, from one worker's ready()."""
+        if self.batch_size is not None and self.max_outstanding is not None:
+            return
+        for lost in range(self.attempts + 1):
+            m = await self._acquire(set(), deadline)
+            try:
+                info = await self._await(m.handle.ready.remote(), deadline, None, None)
+                break
+            except ray.exceptions.RayActorError as e:  # gone before it answered: ask another
+                self.router.drop(m.name)
+                if lost == self.attempts:
+                    raise PoolUnavailable(f"{self.namespace}/{self.pool}: workers died before answering") from e
+            finally:
+                self.router.done(m, None)
+                self._wake()
+        if self.batch_size is None:
+            self.batch_size = int(info["batch_size"])
+        if self.max_outstanding is None:
+            self.max_outstanding = int(info.get("max_queue") or 64)
+        self.router.max_outstanding = self.max_outstanding
+        self.components = info.get("components")
+
+    def _wake(self) -> None:
+        if self._freed is not None:
+            self._freed.set()
+            self._freed = None
+
+    async def _acquire(self, tried: set[str], deadline: float | None) -> _Member:
+        """A worker for one batch: wait for room (backpressure) or for the pool to have a live worker."""
+        none_since = None
+        while True:
+            await self._members()
+            m = self.router.pick(tried)
+            if m is not None:
+                return m
+            if deadline is not None and time.monotonic() >= deadline:
+                raise asyncio.TimeoutError
+            if self.router.eligible(tried):  # some worker is eligible but full: wait for a batch to finish
+                if self._freed is None:
+                    self._freed = asyncio.Event()
+                self.waiting += 1
+                try:
+                    await asyncio.wait_for(self._freed.wait(), 0.5)
+                except asyncio.TimeoutError:
+                    pass
+                finally:
+                    self.waiting -= 1
+                continue
+            if tried:  # every worker was tried once: all are candidates again
+                tried.clear()
+                continue
+            if self.router.unready():  # a worker is starting: wait for it, however long it loads
+                none_since = None
+                await asyncio.sleep(0.1)
+                continue
+            none_since = none_since or time.monotonic()
+            if time.monotonic() - none_since > self.unavailable_seconds:
+                raise PoolUnavailable(f"no live worker of {self.namespace}/{self.pool} for "
+                                      f"{self.unavailable_seconds:.0f}s (draining or unreachable: "
+                                      f"{self.router.describe()})")
+            await asyncio.to_thread(self.router.refresh)
+            await asyncio.sleep(0.2)
+
+    def _ensure_rebalancer(self) -> None:
+        if self._rebalancer is None or self._rebalancer.done():
+            self._rebalancer = asyncio.ensure_future(self._rebalance_loop())
+
+    async def _rebalance_loop(self) -> None:
+        """While batches are out: follow the pool's membership, and move batches still waiting in a long
+        queue to workers with room (a worker that joined after the batches were sent, or one that drained
+        its queue faster). The waiting batches are cancelled on their worker (it drops a batch only before
+        reading it; one already reading finishes there) and sent again through the router."""
+        period = max(0.2, min(self.router.refresh_seconds, 2.0))
+        while any(self._queued.values()):
+            await asyncio.sleep(period)
+            try:
+                await self._members()
+                self._rebalance()
+            except Exception as e:  # noqa: BLE001 (never kill the loop over a listing hiccup)
+                log.debug("rebalance: %s", e)
+
+    def _rebalance(self, running: int = READ_SLOTS) -> None:
+        members = {m.name: m for m in self.router.snapshot()}
+        takers = [m for m in members.values() if m.ready and not m.draining]
+        if not takers:
+            return
+        total = sum(len(q) for q in self._queued.values())
+        fair = -(-total // len(takers))  # ceil
+        room = sum(max(0, fair - m.outstanding) for m in takers if m.outstanding + 1 < fair)
+        for name, queue in self._queued.items():
+            m = members.get(name)
+            if room <= 0 or m is None:
+                continue
+            keep = 0 if m.draining else max(fair, running)
+            excess = [b for b in sorted(queue, key=queue.get) if b not in self._moved][keep:]
+            excess = excess[:room]
+            if excess:
+                self._moved.update(excess)
+                room -= len(excess)
+                self.moved += len(excess)
+                m.handle.cancel.remote(excess)
+
+    @staticmethod
+    async def _await(ref, deadline: float | None, *_):
+        fut = asyncio.wrap_future(ref.future())
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return await asyncio.wait_for(fut, remaining)
+
+    @staticmethod
+    def _cancel_remote(member: _Member, ref, batch_id: str) -> None:
+        """The caller gave up: drop the batch on its worker (queued in Ray or waiting for a read slot)."""
+        try:
+            ray.cancel(ref)
+        except Exception as e:  # best effort: the worker's own cancel below covers a started call
+            log.debug("ray.cancel of %s: %s", batch_id, e)
+        try:
+            member.handle.cancel.remote([batch_id])
+        except Exception as e:
+            log.debug("cancel on %s: %s", member.name, e)
+
+    async def _score_batch(self, outputs: list, prompts: list[str], deadline: float | None,
+                           report: ScoreReport) -> list:
+        """One batch on one worker, moved to another when its worker drains, is full or dies."""
+        tried: set[str] = set()
+        lost = 0
+        last: BaseException | None = None
+        while True:
+            m = await self._acquire(tried, deadline)
+            batch_id = uuid.uuid4().hex
+            depth = m.outstanding  # this client's batches there, this one included
+            report.max_queue_depth = max(report.max_queue_depth, depth)
+            t0 = time.monotonic()
+            elapsed = None
+            ref = m.handle.score_batch.remote(outputs, prompts, batch_id)
+            self._queued.setdefault(m.name, {})[batch_id] = t0
+            self._ensure_rebalancer()
+            try:
+                scores = await self._await(ref, deadline, m, batch_id)
+                # The worker's time per batch: the wait behind this client's own batches there taken out
+                # (a worker that had a long queue is not thereby slow).
+                elapsed = (time.monotonic() - t0) / depth
+                report.workers[m.name] += 1
+                self.router.served[m.name] += 1
+                return scores
+            except asyncio.TimeoutError:
+                self._cancel_remote(m, ref, batch_id)
+                # Priced at what it took so far and skipped for a while: a hung worker costs the deadline once.
+                elapsed = time.monotonic() - t0
+                self.router.exclude(m.name, SUSPECT_SECONDS)
+                raise
+            except asyncio.CancelledError:
+                self._cancel_remote(m, ref, batch_id)
+                if deadline is not None and time.monotonic() >= deadline:  # the call's deadline, seen first
+                    elapsed = time.monotonic() - t0
+                    self.router.exclude(m.name, SUSPECT_SECONDS)
+                raise
+            except Exception as e:  # noqa: BLE001 (sorted by type below)
+                cause = unwrap(e)
+                if isinstance(cause, Cancelled) and batch_id in self._moved:
+                    continue  # taken back before it was read (see _rebalance): send it again, no attempt spent
+                if isinstance(cause, Draining):
+                    log.info("%s is draining; batch goes elsewhere", m.name)
+                    self.router.mark_draining(m.name)
+                elif isinstance(cause, Overloaded):
+                    self.router.exclude(m.name, OVERLOADED_COOLDOWN_SECONDS)
+                    await asyncio.sleep(0.05)
+                elif isinstance(e, ray.exceptions.ActorUnavailableError):
+                    log.warning("%s unreachable mid-batch; retrying elsewhere", m.name)
+                    self.router.exclude(m.name, UNREACHABLE_COOLDOWN_SECONDS)
+                    lost, last = lost + 1, e
+                elif isinstance(e, ray.exceptions.RayActorError):
+                    log.warning("%s lost mid-batch; retrying elsewhere: %s", m.name, type(e).__name__)
+                    self.router.drop(m.name)
+                    lost, last = lost + 1, e
+                else:
+                    raise cause from None
+            finally:
+                self._moved.discard(batch_id)
+                if self._queued.get(m.name, {}).pop(batch_id, None) is not None:
+                    self.router.done(m, elapsed)
+                    self._wake()
+            tried.add(m.name)
+            report.retries += 1
+            self.router.retries += 1
+            BATCH_RETRIES.inc()
+            if lost >= self.attempts:
+                raise PoolUnavailable(f"batch lost its worker {lost} times (attempts={self.attempts})") from last
+
+    async def _score_chunk(self, start: int, outputs: list, prompts: list[str], deadline: float | None,
+                           report: ScoreReport) -> None:
+        try:
+            scores = await self._score_batch(outputs, prompts, deadline, report)
+        except (asyncio.CancelledError, asyncio.TimeoutError):
+            raise
+        except PoolUnavailable as e:
+            for i in range(len(outputs)):
+                report.results[start + i] = SampleError(start + i, e)
+            return
+        except Exception as e:  # noqa: BLE001
+            if len(outputs) == 1:
+                report.results[start] = SampleError(start, e)
+                return
+            # Find the bad sample(s): score one at a time, so the others still get their reward.
+            log.info("batch of %d failed (%s: %s); scoring its samples one by one", len(outputs),
+                     type(e).__name__, e)
+            await asyncio.gather(*(self._score_chunk(start + i, [o], [p], deadline, report)
+                                   for i, (o, p) in enumerate(zip(outputs, prompts))))
+            return
+        if len(scores) != len(outputs):
+            err = RuntimeError(f"worker returned {len(scores)} scores for {len(outputs)} outputs")
+            for i in range(len(outputs)):
+                report.results[start + i] = SampleError(start + i, err)
+            return
+        report.results[start:start + len(outputs)] = scores
+
+    async def score_detailed(self, outputs: list, prompts: list[str], *, timeout: float | None = None,
+                             raise_errors: bool = False) -> ScoreReport:
+        if len(outputs) != len(prompts):
+            raise ValueError(f"{len(outputs)} outputs but {len(prompts)} prompts")
+        timeout = self.timeout if timeout is None else timeout
+        started = time.monotonic()
+        deadline = None if timeout is None else started + timeout
+        report = ScoreReport(results=[None] * len(outputs))
+        if not outputs:
+            return report
+        try:
+            await self._learn(deadline)
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"{self.namespace}/{self.pool}: no worker answered within {timeout}s") from None
+        n = self.batch_size
+        tasks = [asyncio.ensure_future(self._score_chunk(i, outputs[i:i + n], prompts[i:i + n], deadline, report))
+                 for i in range(0, len(outputs), n)]
+        try:
+            # A moment past the deadline, so each batch sees its own timeout first (and marks its worker).
+            done, pending = await asyncio.wait(tasks, timeout=None if deadline is None
+                                               else max(0.0, deadline - time.monotonic()) + DEADLINE_GRACE)
+        except asyncio.CancelledError:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        timed_out = any(isinstance(t.exception(), asyncio.TimeoutError) for t in done if not t.cancelled())
+        if pending or timed_out:
+            for t in pending:
+                t.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            left = sum(1 for r in report.results if r is None)
+            TIMEOUTS.inc()
+            raise TimeoutError(f"{self.namespace}/{self.pool}: {left} of {len(outputs)} samples not scored within "
+                               f"the {timeout}s deadline; their batches were cancelled on the workers")
+        for t in done:
+            if t.exception() is not None:  # a bug here, not a sample's failure
+                raise t.exception()
+        if not any(self._queued.values()) and self._rebalancer is not None:
+            self._rebalancer.cancel()  # nothing out: no task left behind on the loop
+            self._rebalancer = None
+        SAMPLE_ERRORS.inc(len(report.errors))
+        if raise_errors and report.errors:
+            first = report.errors[0]
+            raise first.cause
+        return report
+
+    async def score(self, outputs: list, prompts: list[str], *, timeout: float | None = None,
+                    raise_errors: bool = False) -> list:
+        """Scores in input order: a float per sample (a dict `{component..., "weighted": sum}` for a pool
+        with several scorers), or a SampleError for a sample that could not be scored."""
+        return (await self.score_detailed(outputs, prompts, timeout=timeout, raise_errors=raise_errors)).results

@@ -1,0 +1,57 @@
+"""Errors a worker actor raises on purpose, and the pool client's own. They cross Ray as their types: Ray
+wraps an actor's exception in a RayTaskError that is also an instance of the original class, and keeps the
+original as `.cause`; `unwrap` gives the client the original, so it decides by type, never by message."""
+from __future__ import annotations
+
+
+class RewardPoolError(RuntimeError):
+    """Base of the errors below."""
+
+
+class Draining(RewardPoolError):
+    """The worker is draining (scale-in or shutdown): it takes no new batch. Send the batch elsewhere."""
+
+
+class Overloaded(RewardPoolError):
+    """The worker's queue is full (accepted batches not finished reached its limit): try another or wait."""
+
+
+class Cancelled(RewardPoolError):
+    """The caller gave up on this batch (its deadline passed) before the worker read it."""
+
+
+class ScorerError(RewardPoolError):
+    """The scorer raised while scoring a batch. `kind` is the original exception's class name."""
+
+    def __init__(self, message: str, kind: str = ""):
+        super().__init__(message, kind)
+        self.kind = kind
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.args[0]}" if self.kind else str(self.args[0])
+
+
+class PoolUnavailable(RewardPoolError):
+    """No live, non-draining worker of the pool could take the batch."""
+
+
+class SampleError(RewardPoolError):
+    """In a per-sample result list, the slot of a sample that could not be scored; `cause` says why."""
+
+    def __init__(self, index: int, cause: BaseException):
+        super().__init__(f"sample {index}: {type(cause).__name__}: {cause}")
+        self.index, self.cause = index, cause
+
+    def __reduce__(self):
+        return (SampleError, (self.index, self.cause))
+
+
+def unwrap(e: BaseException) -> BaseException:
+    """The actor's own exception behind a RayTaskError (or `e` itself)."""
+    import ray
+
+    if isinstance(e, ray.exceptions.RayTaskError):
+        cause = getattr(e, "cause", None)
+        if isinstance(cause, BaseException):
+            return cause
+    return e

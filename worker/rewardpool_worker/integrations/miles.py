@@ -1,0 +1,220 @@
+"""The miles reward hook: score a rollout's samples through a RewardPool.
+
+    --custom-rm-path rewardpool_worker.integrations.miles.rewardpool_rm
+    --custom-rm-args pool=pickscore,namespace=rl,timeout=600
+
+miles calls `await rewardpool_rm(args, samples)` per micro-group (once per whole group under --group-rm, and
+for evaluation) and sets each sample's reward from the list it returns, in sample order.
+
+`--custom-rm-args` (`args.custom_rm_args`) is `key=value` pairs separated by commas; each key can also come
+from an environment variable (the argument wins):
+
+| key | env | default | meaning |
+|---|---|---|---|
+| pool | REWARDPOOL_POOL | (required) | the RewardPool's name |
+| namespace | REWARDPOOL_NAMESPACE | default | its Kubernetes namespace |
+| ray_namespace | REWARDPOOL_RAY_NAMESPACE | rewardpool | the pool's `spec.ray.namespace` |
+| reward_key | REWARDPOOL_REWARD_KEY | (none) | return this component of a several-scorer pool as a float (e.g. `weighted`); without it such a pool returns `{component..., "weighted": sum}` dicts (for miles' `--reward-key`) |
+| timeout | REWARDPOOL_TIMEOUT | 600 | seconds for one call; past it the batches are cancelled and the call raises TimeoutError |
+| on_error | REWARDPOOL_ON_ERROR | raise | `raise`: a sample that cannot be scored fails the call; a number: its reward instead (logged) |
+| release | REWARDPOOL_RELEASE | false | remove the stored outputs after the reward (only for framework versions that do not release them themselves) |
+| store_master | REWARDPOOL_STORE_MASTER | (none) | mooncake_master host:port, needed by release=true |
+| store_protocol | REWARDPOOL_STORE_PROTOCOL | tcp | the store client's protocol, for release=true |
+| hint | REWARDPOOL_HINT | true | announce a new rollout's outputs to the pool's autoscaler (`rewardpool_worker.demand.expect`) so it grows before the queue builds; needs `patch` on `rewardpools` |
+| expect | REWARDPOOL_EXPECT | rollout size | outputs a rollout brings (default `args.rollout_batch_size x args.n_samples_per_prompt`) |
+
+A sample's `generated_output` is a stored-tensor ref (anything with `key`, `shape`, `dtype` and `size` or
+`nbytes`; or an OutputRef) which the worker reads from the store, or an inline (C, F, H, W) tensor (the
+evaluation path), sent to the worker as is; one call may mix both. Each sample gets
+`reward_max_queue_depth`: the deepest queue this process had on one worker while the call was dispatched.
+
+A new rollout is a call after HINT_GAP_SECONDS without one (the first micro-group of a rollout): the hook
+then announces the rollout's outputs once, expiring after `timeout` (a failed announcement is logged, once,
+and scoring goes on).
+
+The hook does not release outputs by default: miles removes them after the reward and reads the first
+`--wandb-log-num-images` back for media first, so removing them here would break its media logging."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from dataclasses import dataclass
+
+import torch
+
+from ..async_client import AsyncRewardPoolClient
+from ..errors import SampleError
+from ..records import OutputRef
+
+log = logging.getLogger("rewardpool.miles")
+
+ENV = {"pool": "REWARDPOOL_POOL", "namespace": "REWARDPOOL_NAMESPACE", "ray_namespace": "REWARDPOOL_RAY_NAMESPACE",
+       "reward_key": "REWARDPOOL_REWARD_KEY", "timeout": "REWARDPOOL_TIMEOUT", "on_error": "REWARDPOOL_ON_ERROR",
+       "release": "REWARDPOOL_RELEASE", "store_master": "REWARDPOOL_STORE_MASTER",
+       "store_protocol": "REWARDPOOL_STORE_PROTOCOL", "hint": "REWARDPOOL_HINT", "expect": "REWARDPOOL_EXPECT"}
+HINT_GAP_SECONDS = 10.0
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off", ""}
+
+
+@dataclass(frozen=True)
+class HookConfig:
+    pool: str
+    namespace: str = "default"
+    ray_namespace: str = "rewardpool"
+    reward_key: str | None = None
+    timeout: float | None = 600.0
+    on_error: str = "raise"
+    release: bool = False
+    store_master: str | None = None
+    store_protocol: str = "tcp"
+    hint: bool = True
+    expect: int = 0  # 0: the rollout's size from the framework's args
+
+    @classmethod
+    def parse(cls, text: str | None, env: dict | None = None) -> "HookConfig":
+        """`key=value,...` over the REWARDPOOL_* environment variables over the defaults."""
+        env = os.environ if env is None else env
+        values = {k: env[v] for k, v in ENV.items() if env.get(v)}
+        for part in filter(None, (p.strip() for p in (text or "").split(","))):
+            key, eq, value = part.partition("=")
+            key = key.strip()
+            if not eq or key not in ENV:
+                raise ValueError(f"--custom-rm-args: {part!r} is not key=value with a key of {sorted(ENV)}")
+            values[key] = value.strip()
+        if not values.get("pool"):
+            raise ValueError("--custom-rm-args needs pool=<RewardPool name> (or REWARDPOOL_POOL)")
+        out: dict = dict(values)
+        if "timeout" in out:
+            t = out["timeout"].lower()
+            out["timeout"] = None if t in ("none", "0", "") else float(t)
+        for flag in ("release", "hint"):
+            if flag in out:
+                r = out[flag].lower()
+                if r not in _TRUE | _FALSE:
+                    raise ValueError(f"--custom-rm-args: {flag}={out[flag]!r} is not true or false")
+                out[flag] = r in _TRUE
+        if "expect" in out:
+            out["expect"] = int(out["expect"])
+        if "on_error" in out and out["on_error"] != "raise":
+            float(out["on_error"])  # a number, or fail here rather than mid-rollout
+        if out.get("release") and not out.get("store_master"):
+            raise ValueError("--custom-rm-args: release=true needs store_master=<mooncake_master host:port>")
+        return cls(**out)
+
+
+def as_output(x) -> OutputRef | torch.Tensor:
+    """A sample's generated_output as the pool takes it: an OutputRef (read by the worker) or a tensor."""
+    if isinstance(x, (OutputRef, torch.Tensor)):
+        return x
+    get = (lambda k: x.get(k)) if isinstance(x, dict) else (lambda k: getattr(x, k, None))
+    key, shape, dtype = get("key"), get("shape"), get("dtype")
+    if key is None or shape is None or dtype is None:
+        raise TypeError(f"generated_output of type {type(x).__name__} is neither a tensor nor a stored-tensor ref "
+                        "(key, shape, dtype, size)")
+    dtype = str(dtype).removeprefix("torch.")
+    shape = tuple(int(d) for d in shape)
+    ref = OutputRef(str(key), 0, dtype, shape)
+    nbytes = torch.Size(shape).numel() * torch.empty((), dtype=ref.torch_dtype).element_size()
+    size = get("nbytes") if get("nbytes") is not None else get("size")
+    if size is not None and int(size) not in (nbytes, torch.Size(shape).numel()):  # bytes, or elements
+        raise ValueError(f"stored output {key!r}: size {size} matches neither the bytes ({nbytes}) nor the "
+                         f"elements of shape {shape} {dtype}")
+    return OutputRef(str(key), nbytes, dtype, shape)
+
+
+_clients: dict = {}
+_releasers: dict = {}
+_last_call: dict = {}
+_hint_failed: set = set()
+
+
+def rollout_outputs(cfg: HookConfig, args) -> int:
+    """Outputs one rollout brings: the configured figure, else the framework's rollout size."""
+    if cfg.expect:
+        return cfg.expect
+    return int(getattr(args, "rollout_batch_size", 0) or 0) * int(getattr(args, "n_samples_per_prompt", 1) or 1)
+
+
+async def _announce(cfg: HookConfig, args, now: float) -> None:
+    """At a new rollout (the first call after a gap), tell the pool's autoscaler what is coming."""
+    key = (cfg.pool, cfg.namespace)
+    last, _last_call[key] = _last_call.get(key), now
+    if not cfg.hint or key in _hint_failed or (last is not None and now - last < HINT_GAP_SECONDS):
+        return
+    n = rollout_outputs(cfg, args)
+    if n <= 0:
+        return
+    from .. import demand
+
+    try:
+        await demand.expect_async(cfg.pool, cfg.namespace, n, ttl_seconds=cfg.timeout or 600)
+    except Exception as e:  # no API access (RBAC, no kubeconfig): scoring goes on without the hint
+        _hint_failed.add(key)
+        log.warning("rollout hint for %s/%s not sent (%s); the pool scales on its queue alone", cfg.namespace,
+                    cfg.pool, e)
+
+
+def _client(cfg: HookConfig) -> AsyncRewardPoolClient:
+    import ray
+
+    if not ray.is_initialized():  # the rollout process is a Ray driver already; a script may not be
+        ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), namespace=cfg.ray_namespace, log_to_driver=False)
+    loop = asyncio.get_running_loop()
+    key = (cfg.pool, cfg.namespace, cfg.ray_namespace, cfg.timeout)
+    cached = _clients.get(key)
+    if cached is None or cached[0] is not loop:  # one client per event loop (its waits belong to the loop)
+        cached = _clients[key] = (loop, AsyncRewardPoolClient(cfg.pool, cfg.namespace, cfg.ray_namespace,
+                                                              timeout=cfg.timeout))
+    return cached[1]
+
+
+def _releaser(cfg: HookConfig):
+    from ..config import StoreConfig
+    from ..releaser import Releaser
+    from ..store import Store
+
+    key = (cfg.store_master, cfg.store_protocol)
+    if key not in _releasers:
+        store = Store.connect(StoreConfig(master=cfg.store_master, protocol=cfg.store_protocol, segment_bytes=0,
+                                          local_buffer_bytes=16 << 20),
+                              os.environ.get("REWARDPOOL_LOCAL_HOSTNAME", "127.0.0.1"))
+        _releasers[key] = Releaser(store)
+    return _releasers[key]
+
+
+def _value(result, cfg: HookConfig):
+    if cfg.reward_key is None or not isinstance(result, dict):
+        return result
+    if cfg.reward_key not in result:
+        raise KeyError(f"reward_key {cfg.reward_key!r} is not a component of the pool's result {sorted(result)}")
+    return result[cfg.reward_key]
+
+
+async def rewardpool_rm(args, samples, **kwargs):
+    """miles' custom reward function: rewards for `samples` in their order (one value for one sample)."""
+    single = not isinstance(samples, (list, tuple))
+    samples = [samples] if single else list(samples)
+    cfg = HookConfig.parse(getattr(args, "custom_rm_args", None))
+    await _announce(cfg, args, time.monotonic())
+    outputs = [as_output(s.generated_output) for s in samples]
+    prompts = [s.prompt if isinstance(s.prompt, str) else str(s.prompt) for s in samples]
+    report = await _client(cfg).score_detailed(outputs, prompts, timeout=cfg.timeout)
+    rewards = []
+    for s, r in zip(samples, report.results):
+        s.reward_max_queue_depth = report.max_queue_depth
+        if isinstance(r, SampleError):
+            if cfg.on_error == "raise":
+                raise r.cause
+            log.warning("sample %s not scored (%s); reward %s", r.index, r, cfg.on_error)
+            r = float(cfg.on_error)
+        rewards.append(_value(r, cfg))
+    if cfg.release:
+        refs = [o for o in outputs if isinstance(o, OutputRef)]
+        rel = _releaser(cfg)
+        await asyncio.to_thread(lambda: (rel.expect(refs), rel.rewarded(refs)))
+        for s, o in zip(samples, outputs):
+            if isinstance(o, OutputRef):
+                s.generated_output = None
+    return rewards[0] if single else rewards

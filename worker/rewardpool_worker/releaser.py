@@ -1,0 +1,245 @@
+"""`Releaser`: removes each stored output from the store exactly once, after its last reward.
+
+- `expect(refs, rewards=N, rollout=R)`: each output gets N rewards before it may go (a per-sample reward and a
+  group reward: 2), and belongs to rollout R (media keep-N counts per rollout).
+- `rewarded(refs, token=...)`: one reward arrived for each ref. The last one releases it. With a `token` (the
+  reward's name, a call id) a repeated call (a retry after a lost answer) is recognised and changes nothing.
+- `failed(refs)`: these samples will get no (more) rewards (their scoring failed, the group was dropped):
+  release them now, whatever they were still waiting for; counted in `stats.failed_released`.
+
+Every call checks all its refs before it changes anything: an unexpected, duplicate or unknown ref raises
+ValueError and leaves the Releaser as it was, so nothing is half-marked. A ref is claimed under the lock
+before its remove runs, so concurrent callers never remove the same output twice. The first `media_keep`
+outputs of each rollout to be released (not failed ones) are read back as tensors before the remove
+(`take_media(rollout)`). A failed media read or remove is counted, never raised.
+
+A caller that crashes between scoring and release leaves its outputs in the store. They are found by key:
+give every output of a run a key prefix of its own (e.g. `<run id>/r<rollout>/<sample>`), and after a
+restart call `sweep(master_http, prefix)` (or `sweep_stale`), which lists the master's keys through its HTTP
+`/get_all_keys` (the metrics port, 9003 by default) and removes those under the prefix that this Releaser is
+not waiting on. Mooncake keeps an object until it is removed or evicted above the high watermark, so without
+a sweep a stale output costs store capacity until eviction."""
+from __future__ import annotations
+
+import logging
+import threading
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass, field
+
+from prometheus_client import Counter as PromCounter
+
+from .records import OutputRef
+from .store import LeaseHeld, ObjectNotFound, Store, StoreError
+
+log = logging.getLogger("rewardpool.client")
+
+# In the training job's process (its default registry): releases happen here, not in the workers.
+RELEASES = PromCounter("rewardpool_client_releases", "Outputs released from the store after their last reward")
+RELEASE_FAILURES = PromCounter("rewardpool_client_release_failures", "Releases that failed (counted, not raised)")
+MEDIA_FAILURES = PromCounter("rewardpool_client_media_failures", "Media read-backs that failed")
+SWEPT = PromCounter("rewardpool_client_swept", "Stale outputs removed by a sweep")
+
+
+@dataclass
+class ReleaseStats:
+    released: int = 0
+    release_failures: int = 0
+    lease_forced: int = 0
+    media_kept: int = 0
+    media_failures: int = 0
+    failed_released: int = 0  # of `released` + `release_failures`: samples released through failed()
+    duplicates: int = 0  # repeated calls (same token, or failed() on a released sample) that changed nothing
+    swept: int = 0
+
+
+def list_keys(master_http: str, timeout: float = 10.0) -> list[str]:
+    """Every key the master holds, from its HTTP admin endpoint (host:port of the metrics server)."""
+    url = master_http if master_http.startswith("http") else f"http://{master_http}"
+    with urllib.request.urlopen(f"{url}/get_all_keys", timeout=timeout) as r:
+        return [k for k in r.read().decode().splitlines() if k]
+
+
+def sweep_stale(store: Store, master_http: str, prefix: str, keep: set[str] = frozenset()) -> list[str]:
+    """Remove every stored output under `prefix` not in `keep` (force: a crashed reader's lease protects no
+    one). Only for a prefix nobody is still using. Returns the keys removed."""
+    if not prefix:
+        raise ValueError("a sweep needs a key prefix (an empty one would remove every output in the store)")
+    removed = []
+    for key in list_keys(master_http):
+        if key.startswith(prefix) and key not in keep:
+            try:
+                store.remove(key, force=True)
+                removed.append(key)
+            except ObjectNotFound:
+                pass
+            except StoreError as e:
+                log.warning("sweep: remove of %s failed: %s", key, e)
+    SWEPT.inc(len(removed))
+    return removed
+
+
+@dataclass
+class Releaser:
+    """Counts rewards down per output key and releases each output exactly once, after its last reward."""
+    store: Store
+    media_keep: int = 0  # per rollout
+    reader: object = None  # a RegisteredTensorReader (or anything with read(ref)) for media read-back
+    stats: ReleaseStats = field(default_factory=ReleaseStats)
+
+    def __post_init__(self):
+        self._lock = threading.Lock()
+        self._pending: Counter[str] = Counter()
+        self._refs: dict[str, OutputRef] = {}
+        self._rollout: dict[str, object] = {}
+        self._released: set[str] = set()
+        self._tokens: set[tuple[str, object]] = set()
+        self._media_slots: dict[object, int] = {}
+        self.media: list[tuple[str, object]] = []  # (key, tensor) of every kept media sample
+        self._media_by_rollout: dict[object, list[tuple[str, object]]] = {}
+
+    @staticmethod
+    def _unique(refs: list[OutputRef]) -> None:
+        seen = Counter(r.key for r in refs)
+        dup = [k for k, n in seen.items() if n > 1]
+        if dup:
+            raise ValueError(f"refs listed twice in one call: {dup[:5]}")
+
+    def expect(self, refs: list[OutputRef], rewards: int = 1, rollout: object = None) -> None:
+        """Each ref will get `rewards` more rewards before it may be released."""
+        if rewards < 1:
+            raise ValueError("rewards must be at least 1")
+        self._unique(refs)
+        with self._lock:
+            for r in refs:  # check all before changing anything
+                if r.key in self._released:
+                    raise ValueError(f"{r.key!r} was already released")
+                if r.key in self._rollout and self._rollout[r.key] != rollout:
+                    raise ValueError(f"{r.key!r} is pending in rollout {self._rollout[r.key]!r}, not {rollout!r}")
+            for r in refs:
+                self._pending[r.key] += rewards
+                self._refs[r.key] = r
+                self._rollout[r.key] = rollout
+
+    def _claim(self, key: str, media: list, due: list, failed: bool) -> None:
+        """Caller holds the lock: `key` is released by this call and no other."""
+        self._pending.pop(key, None)
+        self._released.add(key)
+        rollout = self._rollout.pop(key)
+        ref = self._refs.pop(key)
+        if not failed:
+            slots = self._media_slots.setdefault(rollout, self.media_keep)
+            if slots > 0:
+                self._media_slots[rollout] = slots - 1
+                media.append((ref, rollout))
+        due.append(ref)
+
+    def rewarded(self, refs: list[OutputRef], token: object = None) -> list[str]:
+        """One reward arrived for each ref; release those whose last reward this was. Returns released keys."""
+        self._unique(refs)
+        due, media = [], []
+        with self._lock:
+            fresh = []
+            for r in refs:  # check all before changing anything
+                if token is not None and (r.key, token) in self._tokens:
+                    continue  # this reward was counted already (a retried call)
+                if self._pending.get(r.key, 0) <= 0:
+                    what = "was already released" if r.key in self._released else "was never expected"
+                    raise ValueError(f"{r.key!r} got a reward it was not expecting: it {what}")
+                fresh.append(r)
+            self.stats.duplicates += len(refs) - len(fresh)
+            for r in fresh:
+                if token is not None:
+                    self._tokens.add((r.key, token))
+                self._pending[r.key] -= 1
+                if self._pending[r.key] == 0:
+                    self._claim(r.key, media, due, failed=False)
+        self._finish(media, due, failed=False)
+        return [r.key for r in due]
+
+    def failed(self, refs: list[OutputRef]) -> list[str]:
+        """These samples get no more rewards: release them now. A sample already released is counted as a
+        duplicate and left alone; one never expected raises (before anything changes)."""
+        self._unique(refs)
+        due: list = []
+        with self._lock:
+            for r in refs:
+                if r.key not in self._released and r.key not in self._pending:
+                    raise ValueError(f"{r.key!r} was never expected")
+            for r in refs:
+                if r.key in self._released:
+                    self.stats.duplicates += 1
+                    continue
+                self._claim(r.key, [], due, failed=True)
+        self._finish([], due, failed=True)
+        return [r.key for r in due]
+
+    def _finish(self, media: list, due: list, failed: bool) -> None:
+        for ref, rollout in media:
+            self._keep_media(ref, rollout)
+        for r in due:
+            self._remove(r.key, failed)
+
+    def take_media(self, rollout: object = None) -> list[tuple[str, object]]:
+        """The kept media samples of a rollout, handed over once."""
+        with self._lock:
+            return self._media_by_rollout.pop(rollout, [])
+
+    def end_rollout(self, rollout: object) -> None:
+        """Forget a finished rollout's media budget (a long run has many rollouts)."""
+        with self._lock:
+            self._media_slots.pop(rollout, None)
+
+    def _keep_media(self, ref: OutputRef, rollout: object) -> None:
+        try:
+            tensor = self.reader.read(ref)
+            with self._lock:
+                self.media.append((ref.key, tensor))
+                self._media_by_rollout.setdefault(rollout, []).append((ref.key, tensor))
+                self.stats.media_kept += 1
+        except Exception as e:  # media is best effort: never fail the rollout for it
+            log.warning("media read of %s failed: %s", ref.key, e)
+            with self._lock:
+                self.stats.media_failures += 1
+            MEDIA_FAILURES.inc()
+
+    def _remove(self, key: str, failed: bool = False) -> None:
+        """Remove once. A read in the last `lease` seconds (the scoring read, a media read, even is_exist)
+        leaves a lease that makes a plain remove fail with OBJECT_HAS_LEASE. Every read of this output has
+        finished by now (its last reward is in), so the lease protects nobody: remove with force, and count it,
+        instead of stalling the rollout for the lease or leaving the output in the store."""
+        if failed:
+            with self._lock:
+                self.stats.failed_released += 1
+        try:
+            try:
+                self.store.remove(key)
+            except LeaseHeld:
+                with self._lock:
+                    self.stats.lease_forced += 1
+                self.store.remove(key, force=True)
+            with self._lock:
+                self.stats.released += 1
+            RELEASES.inc()
+            return
+        except ObjectNotFound:
+            log.warning("release of %s: already gone from the store (evicted or removed elsewhere)", key)
+        except StoreError as e:
+            log.warning("release of %s failed: %s", key, e)
+        with self._lock:
+            self.stats.release_failures += 1
+        RELEASE_FAILURES.inc()
+
+    def sweep(self, master_http: str, prefix: str) -> list[str]:
+        """After a crash: remove outputs under `prefix` left in the store that this Releaser is not waiting on."""
+        with self._lock:
+            keep = set(self._pending)
+        removed = sweep_stale(self.store, master_http, prefix, keep)
+        with self._lock:
+            self.stats.swept += len(removed)
+        return removed
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._pending)
