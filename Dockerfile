@@ -20,20 +20,23 @@
 #   PIP_CACHE_DIR  a pip cache mounted into the build (-v ~/.cache/pip:/root/.cache/pip); unset = no cache
 ARG BASE=python:3.11-slim-bookworm
 
+# The dependency lists, extracted from pyproject.toml: the layers below copy these files, so they are rebuilt
+# only when a dependency changes (not for a packaging or tool setting, never for a code change).
+FROM ${BASE} AS requirements
+COPY pyproject.toml /tmp/
+RUN python3 -c 'import tomllib; p = tomllib.load(open("/tmp/pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"]))' > /tmp/operator.txt \
+    && python3 -c 'import tomllib; p = tomllib.load(open("/tmp/pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["worker"]))' > /tmp/worker.txt
+
 FROM ${BASE} AS runtime
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 VIRTUAL_ENV=/opt/rewardpool PATH=/opt/rewardpool/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 RUN python3 -m venv /opt/rewardpool
 WORKDIR /app
-# Requirements from pyproject.toml alone, so the dependency layers are rebuilt only
-# when the dependencies change, never for a code change.
-COPY pyproject.toml /app/
 
 FROM runtime AS operator-deps
 ARG PIP_CERT
 ARG PIP_CACHE_DIR
-RUN python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
-      > /app/requirements.txt \
-    && pip install $([ -n "$PIP_CACHE_DIR" ] || echo --no-cache-dir) --progress-bar off -r /app/requirements.txt
+COPY --from=requirements /tmp/operator.txt /app/requirements.txt
+RUN pip install $([ -n "$PIP_CACHE_DIR" ] || echo --no-cache-dir) --progress-bar off -r /app/requirements.txt
 RUN useradd --uid 65532 --no-create-home --shell /usr/sbin/nologin nonroot
 
 FROM operator-deps AS operator
@@ -53,9 +56,8 @@ ARG PIP_CACHE_DIR
 RUN apt-get update && apt-get install -y --no-install-recommends libibverbs1 ibverbs-providers libcurl4 libnuma1 \
     && rm -rf /var/lib/apt/lists/*
 # The heavy layer (torch with its CUDA libraries from PyPI, Ray, Mooncake, transformers): several GB, built once.
-RUN python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["worker"]))' \
-      > /app/requirements.txt \
-    && pip install $([ -n "$PIP_CACHE_DIR" ] || echo --no-cache-dir) --progress-bar off -r /app/requirements.txt
+COPY --from=requirements /tmp/worker.txt /app/requirements.txt
+RUN pip install $([ -n "$PIP_CACHE_DIR" ] || echo --no-cache-dir) --progress-bar off -r /app/requirements.txt
 # mooncake-transfer-engine-non-cuda (the default, CPU memory only) or mooncake-transfer-engine (CUDA build);
 # both install the same `mooncake` package, so the extra's wheel is swapped for the one asked for (declared
 # after the heavy layer, so the default build reuses it).
