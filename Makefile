@@ -11,18 +11,29 @@ deps:
 	bash scripts/tools.sh >/dev/null
 	bash scripts/venv.sh >/dev/null
 	bash devcluster/build.sh >/dev/null
+	bash devcluster/node-deps.sh
+	# kubelet & co (CPU: Go builds) and the images (network and disk: pip, buildah) build side by side
+	bash devcluster/build-node.sh >/dev/null & node=$$!
+	bash devcluster/images.sh >/dev/null & images=$$!
+	wait $$node; wait $$images
+
+# The demo's network namespace: the control plane, the real node and its pods live there.
+DEMO_NETNS ?= rewardpool-demo
 
 controlplane:
 	bash devcluster/build.sh
 
-# The main job: a local control plane, the Helm chart, the operator and a demo pool with Ready workers.
+# The main job on a real node: images from the Dockerfile, the operator from its chart, the store master and Ray
+# head as pods, a 2-worker pool of real containers, and a rollout job scoring generated videos through it.
 demo: deps
 	venv=$$(bash scripts/venv.sh); tools=$$(bash scripts/tools.sh)
-	PATH="$$tools:$$venv/bin:$$PATH" python -m rewardpool_devcluster demo
+	PATH="$$tools:$$venv/bin:$$PATH" REWARDPOOL_NETNS=$(DEMO_NETNS) bash scripts/in-netns.sh \
+	  python -m rewardpool_devcluster demo
 
 down:
 	venv=$$(bash scripts/venv.sh)
 	$$venv/bin/python -m rewardpool_devcluster down
+	if [ -e /run/netns/$(DEMO_NETNS) ]; then ip netns del $(DEMO_NETNS); fi
 
 # The whole suite (unit, worker on a real Mooncake master and Ray, integration on a real control plane),
 # inside a loopback-only network namespace.

@@ -8,10 +8,9 @@ import sys
 import time
 
 from .cluster import REPO, LocalCluster
-from .stack import OPERATOR_NS, OperatorProcess, helm_install, kubectl, service_account_kubeconfig
+from .stack import kubectl
 
 DEMO_DIR = REPO / ".rewardpool" / "demo"
-EXAMPLE = REPO / "examples" / "pickscore-pool.yaml"
 
 
 def step(msg: str) -> None:
@@ -19,44 +18,102 @@ def step(msg: str) -> None:
 
 
 def demo() -> int:
-    if (DEMO_DIR / "state.json").exists():
+    """The main job on the dev cluster's real node: images built from the Dockerfile, the operator from its chart,
+    the store master and Ray head as pods, a pool of real worker containers, and a training job's reward step
+    scoring generated videos through it. Runs inside the demo's network namespace (make demo)."""
+    from .incluster import INFRA_NS, infra_objects, real_node_pool, rollout_job_objects
+    from .nodes import default_nodes
+    from .realnode import NODE_LABEL, TOLERATION, RealNode
+    from .stack import helm_install_incluster
+
+    t0 = time.monotonic()
+    if (DEMO_DIR / "node-state.json").exists() or (DEMO_DIR / "cp" / "state.json").exists():
         step("a demo is already running; stopping it first (make down)")
         down()
-    step("starting the local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok)")
-    cluster = LocalCluster(DEMO_DIR).start()
-    step("installing the Helm chart (CRD, ServiceAccount, RBAC)")
-    helm_install(cluster)
-    step("starting the operator with the chart ServiceAccount's identity")
-    op = OperatorProcess(service_account_kubeconfig(cluster), DEMO_DIR / "operator.log").start()
-    state = json.loads((DEMO_DIR / "state.json").read_text())
-    state["pids"]["operator"] = op.proc.pid
-    (DEMO_DIR / "state.json").write_text(json.dumps(state))
-    step(f"applying {EXAMPLE.relative_to(REPO)}")
-    kubectl(cluster, "apply", "-f", str(EXAMPLE))
-    step("waiting until the pool's workers are Running and Ready")
-    deadline = time.monotonic() + 180
+    step("building what is missing (cached by version / input hash; cold: control plane 10-30 min, kubelet and "
+         "friends ~6 min, worker image ~7 min + ~2.5 min import; warm: seconds)")
+    step("starting the control plane, kwok nodes and the real node (containerd, kubelet, kube-proxy, CoreDNS, "
+         "Multus + whereabouts)")
+    node = RealNode.create(DEMO_DIR, kwok_nodes=default_nodes())
+    cluster = node.cluster
+    step(f"real node Ready ({', '.join(f'{k} {v:.0f}s' for k, v in node.timings.items())})")
+
+    def k(*args, **kw):
+        return kubectl(cluster, *args, **kw)
+
+    def apply(objs):
+        import yaml
+        k("apply", "-f", "-", input=yaml.safe_dump_all(objs))
+
+    step(f"helm install of the chart: the operator from {node.images.operator}, in-cluster config")
+    helm_install_incluster(cluster, node.images.operator, {NODE_LABEL: "real"}, [TOLERATION])
+    cluster.wait_crd_established("rewardpools.rewardpool.io")
+    step("the Mooncake master and a Ray head as pods with Services (namespace rewardpool)")
+    apply(infra_objects(node.images.worker))
+    for d in ("mooncake-master", "ray-head"):
+        k("rollout", "status", "-n", INFRA_NS, f"deployment/{d}", "--timeout=240s", timeout=260)
+    ns = "demo"
+    k("create", "namespace", ns, check=False)
+    apply([node.macvlan_attachment(ns)])
+    step("applying a 2-worker RewardPool on the real node (macvlan secondary network, tcp store)")
+    t_apply = time.monotonic()
+    apply([real_node_pool("pickscore-demo", ns, node.images.worker, replicas=2, attachment=f"{ns}/macvlan-store")])
+    deadline = time.monotonic() + 300
     while True:
-        res = kubectl(cluster, "wait", "--for=condition=Ready", "rewardpool/pickscore", "--timeout=10s", check=False)
+        res = k("wait", "--for=condition=Ready", "-n", ns, "rewardpool/pickscore-demo", "--timeout=10s", check=False)
         if res.returncode == 0:
             break
         if time.monotonic() > deadline:
-            print(kubectl(cluster, "describe", "rewardpool", "pickscore").stdout)
-            print(op.log_tail(15))
+            print(k("describe", "rewardpool", "-n", ns, "pickscore-demo", check=False).stdout)
+            print(k("get", "pods", "-n", ns, "-o", "wide", check=False).stdout)
             return 1
-        print("    ...", kubectl(cluster, "get", "rewardpool", "pickscore", "--no-headers", check=False).stdout.strip(),
+        print("    ...", k("get", "pods", "-n", ns, "--no-headers", check=False).stdout.strip().replace("\n", "\n    ... "),
               flush=True)
+    step(f"pool Ready {time.monotonic() - t_apply:.1f}s after apply (2 real containers, image present)")
+    from .incluster import startup_breakdown
+    pods = json.loads(k("get", "pods", "-n", ns, "-l", "rewardpool.io/pool=pickscore-demo", "-o", "json").stdout)["items"]
+    for pod in pods:
+        print(f"    start-up of {pod['metadata']['name']}:")
+        for phase, secs in startup_breakdown(k, ns, pod):
+            print(f"      {secs:6.1f}s  {phase}")
+    step("a rollout job puts 32 generated videos (LTX-2.3-shaped uint8 tensors, scaled down) into the store, "
+         "scores them through the pool client, releases them")
+    apply(rollout_job_objects("rollout", ns, node.images.worker, "pickscore-demo", samples=32, frames=9, height=128,
+                              width=192, batch=4, attachment=f"{ns}/macvlan-store"))
+    deadline = time.monotonic() + 300
+    while True:
+        st = json.loads(k("get", "job", "-n", ns, "rollout", "-o", "json").stdout).get("status", {})
+        if st.get("succeeded") or st.get("failed") or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    logs = k("logs", "-n", ns, "job/rollout", "--tail=200", check=False).stdout
+    if not st.get("succeeded"):
+        print(logs)
+        step("the rollout job failed (log above)")
+        return 1
+    from .incluster import job_result
+    r = job_result(logs)
     print()
-    print(kubectl(cluster, "get", "rewardpools").stdout)
-    print(kubectl(cluster, "get", "pods", "-l", "rewardpool.io/pool=pickscore", "-o", "wide").stdout)
-    print(kubectl(cluster, "get", "network-attachment-definitions,services").stdout)
-    print(f"export KUBECONFIG={cluster.kubeconfig}")
-    print(f"operator log: {DEMO_DIR / 'operator.log'} (namespace {OPERATOR_NS} holds the chart)")
-    print("stop everything with: make down")
+    print(f"scored {r['scored']} outputs in {r['seconds']:.2f} s ({r['scored'] / r['seconds']:.1f} outputs/s) "
+          f"across {r['workers']} workers; {r['left']} left in the store")
+    print(f"first scores: {r['first_scores']}")
+    print()
+    print(k("get", "nodes", "-o", "wide").stdout)  # the real node next to the kwok ones
+    print(k("get", "rp", "-A").stdout)
+    print(k("get", "pods", "-A", "-o", "wide").stdout)
+    print(f"export KUBECONFIG={cluster.kubeconfig}   # kubectl from inside the namespace: "
+          f"nsenter --net=/run/netns/{node.key} kubectl ...")
+    print(f"logs: {DEMO_DIR} (kubelet.log, containerd.log, cp/*.log)")
+    print(f"demo took {time.monotonic() - t0:.0f}s; stop everything with: make down")
     return 0
 
 
 def down() -> int:
-    stopped = LocalCluster.stop_recorded(DEMO_DIR)
+    from .realnode import RealNode
+
+    stopped = RealNode.stop_recorded(DEMO_DIR)
+    stopped += LocalCluster.stop_recorded(DEMO_DIR / "cp")
+    stopped += LocalCluster.stop_recorded(DEMO_DIR)  # an older, kwok-only demo
     print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
     return 0
 

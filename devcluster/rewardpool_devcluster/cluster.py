@@ -86,6 +86,11 @@ class LocalCluster:
     ports: dict[str, int] = field(default_factory=dict)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     admin_token: str = ""
+    # A real node (realnode.py) adds apiserver flags (how to reach and authenticate to its kubelet) and a
+    # token per kubelet user (system:node:<name>, group system:nodes).
+    extra_apiserver_args: list[str] = field(default_factory=list)
+    extra_controller_manager_args: list[str] = field(default_factory=list)
+    node_users: list[str] = field(default_factory=list)
 
     @property
     def kubeconfig(self) -> Path:
@@ -197,7 +202,7 @@ class LocalCluster:
             f"--service-account-key-file={w / 'sa.pub'}", f"--service-account-signing-key-file={w / 'sa.key'}",
             "--service-cluster-ip-range=10.0.0.0/24", "--authorization-mode=Node,RBAC",
             f"--token-auth-file={w / 'tokens.csv'}", "--enable-priority-and-fairness=false",
-            "--allow-privileged=false", "--storage-media-type=application/json",
+            "--allow-privileged=false", "--storage-media-type=application/json", *self.extra_apiserver_args,
         ])
         self._wait("kube-apiserver", lambda: self.get("/readyz") is not None, timeout)
 
@@ -205,7 +210,8 @@ class LocalCluster:
         return [f"--kubeconfig={self._component_kubeconfig('system:kube-controller-manager')}",
                 f"--service-account-private-key-file={self.workdir / 'sa.key'}", "--leader-elect=false",
                 "--bind-address=127.0.0.1", "--secure-port=0", "--controllers=*,-nodeipam",
-                "--use-service-account-credentials=true", "--concurrent-gc-syncs=10"]
+                "--use-service-account-credentials=true", "--concurrent-gc-syncs=10",
+                *self.extra_controller_manager_args]
 
     def _scheduler_args(self) -> list[str]:
         return [f"--kubeconfig={self._component_kubeconfig('system:kube-scheduler')}", "--leader-elect=false",
@@ -241,13 +247,15 @@ class LocalCluster:
             subprocess.run(["openssl", "rsa", "-in", str(w / "sa.key"), "-pubout", "-out", str(w / "sa.pub")],
                            check=True, capture_output=True)
         tokens_file = w / "tokens.csv"
+        tokens = {}
         if tokens_file.exists():
             tokens = {row.split(",")[1]: row.split(",")[0] for row in tokens_file.read_text().splitlines()}
-        else:
-            tokens = {u: secrets.token_hex(16) for u in ("admin", "system:kube-controller-manager",
-                                                         "system:kube-scheduler")}
-            tokens_file.write_text("".join(
-                f"{t},{u},{u},{'system:masters' if u == 'admin' else ''}\n" for u, t in tokens.items()))
+        users = ("admin", "system:kube-controller-manager", "system:kube-scheduler", *self.node_users)
+        if any(u not in tokens for u in users):
+            tokens.update({u: secrets.token_hex(16) for u in users if u not in tokens})
+            groups = lambda u: ("system:masters" if u == "admin"  # noqa: E731
+                                else "system:nodes" if u.startswith("system:node:") else "")
+            tokens_file.write_text("".join(f"{t},{u},{u},{groups(u)}\n" for u, t in tokens.items()))
             tokens_file.chmod(0o600)
         self.admin_token = tokens["admin"]
         self._tokens = tokens
@@ -265,6 +273,9 @@ class LocalCluster:
         path.write_text(yaml.safe_dump(cfg))
         path.chmod(0o600)
         return path
+
+    def token(self, user: str) -> str:
+        return self._tokens[user]
 
     def _component_kubeconfig(self, user: str) -> Path:
         return self.write_kubeconfig(self.workdir / f"{user.split(':')[-1]}.kubeconfig", user, self._tokens[user])

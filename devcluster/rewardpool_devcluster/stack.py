@@ -11,6 +11,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import yaml
+
 from .cluster import REPO, LocalCluster, free_port, terminate
 
 log = logging.getLogger("rewardpool.devcluster")
@@ -33,18 +35,56 @@ def kubectl(cluster_or_kubeconfig, *args: str, check: bool = True, input: str | 
 
 
 def helm_install(cluster: LocalCluster, release: str = RELEASE, namespace: str = OPERATOR_NS,
-                 values: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+                 values: dict[str, str] | None = None, values_doc: dict | None = None,
+                 timeout: float = 120) -> subprocess.CompletedProcess:
     """helm upgrade --install of the chart; the operator Deployment is scaled to 0 by default because kwok
-    pods run nothing: the operator runs as a local process with the chart's ServiceAccount instead."""
+    pods run nothing: the operator runs as a local process with the chart's ServiceAccount instead (the
+    real node's path, `helm_install_incluster`, runs it from its image)."""
     sets = {"replicaCount": "0", **(values or {})}
     args = [tool("helm"), "upgrade", "--install", release, str(CHART), "--namespace", namespace,
-            "--create-namespace", "--kubeconfig", str(cluster.kubeconfig), "--wait", "--timeout", "120s"]
+            "--create-namespace", "--kubeconfig", str(cluster.kubeconfig), "--wait", "--timeout", f"{timeout:.0f}s"]
+    if values_doc:
+        vf = cluster.workdir / f"values-{release}.yaml"
+        vf.write_text(yaml.safe_dump(values_doc))
+        args += ["-f", str(vf)]
     for k, v in sets.items():
         args += ["--set", f"{k}={v}"]
-    res = subprocess.run(args, capture_output=True, text=True, timeout=180)
+    res = subprocess.run(args, capture_output=True, text=True, timeout=timeout + 60)
     if res.returncode != 0:
         raise RuntimeError(f"helm install failed ({res.returncode}):\n{res.stderr.strip()}")
     return res
+
+
+def incluster_values(operator_image: str, node_selector: dict[str, str], tolerations: list[dict],
+                     watch_namespaces: list[str] | None = None) -> dict:
+    """Chart values for the operator running from its image on the real node (in-cluster config, the chart's
+    ServiceAccount): the image imported into the node's containerd, IfNotPresent, placed on the real node."""
+    repo, tag = operator_image.rsplit(":", 1)
+    return {"replicaCount": 1, "image": {"repository": repo, "tag": tag, "pullPolicy": "IfNotPresent"},
+            "nodeSelector": node_selector, "tolerations": tolerations, "logFormat": "json",
+            "watchNamespaces": watch_namespaces or [],
+            "rbac": {"scope": "cluster"}}
+
+
+def helm_install_incluster(cluster: LocalCluster, operator_image: str, node_selector: dict[str, str],
+                           tolerations: list[dict], release: str = RELEASE, namespace: str = OPERATOR_NS,
+                           timeout: float = 180) -> subprocess.CompletedProcess:
+    """The chart as a user installs it: the operator Deployment with one replica, `helm --wait` until it is
+    Ready. On failure the message carries the operator pod's state and log tail."""
+    try:
+        res = helm_install(cluster, release, namespace, values={"replicaCount": "1"},
+                           values_doc=incluster_values(operator_image, node_selector, tolerations), timeout=timeout)
+        # helm 4's --wait returns before a Deployment without a readiness probe has a Ready pod: wait here
+        rollout = kubectl(cluster, "rollout", "status", "-n", namespace, f"deployment/{release}-rewardpool-operator",
+                          f"--timeout={timeout:.0f}s", check=False, timeout=timeout + 30)
+        if rollout.returncode != 0:
+            raise RuntimeError(f"the operator Deployment did not become Ready: {rollout.stderr.strip()}")
+        return res
+    except RuntimeError as e:
+        pods = kubectl(cluster, "get", "pods", "-n", namespace, "-o", "wide", check=False).stdout
+        logs = kubectl(cluster, "logs", "-n", namespace, f"deploy/{release}-rewardpool-operator", "--tail=30",
+                       check=False)
+        raise RuntimeError(f"{e}\npods:\n{pods}\noperator log tail:\n{logs.stdout}{logs.stderr}") from None
 
 
 def service_account_kubeconfig(cluster: LocalCluster, release: str = RELEASE, namespace: str = OPERATOR_NS) -> Path:

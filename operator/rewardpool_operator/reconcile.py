@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from rewardpool_worker.config import DRAIN_ANNOTATION, control_secret_name
 
 from . import conditions as C
+from . import podstatus
 from . import pool_metrics
 from . import signals as signals_mod
 from . import sizing as sizing_mod
@@ -75,6 +76,7 @@ async def reconcile(kube: Kube, cached: dict, nodes: dict[str, dict] | None = No
     problems += [x for x in (token_problem, await _pod_security(kube, pool)) if x is not None]
     observed = await _observe(kube, pool, nodes, memo)
     observed.annotations = body["metadata"].get("annotations") or {}
+    problems += podstatus.container_problems(observed.pods)  # image pulls, crash loops: said, not silent
 
     template = pod_template(pool, sizing)
     p = plan(pool, sizing, template, template_hash(template), observed, validate.blocks_workers(problems),

@@ -134,14 +134,35 @@ def connect_ray(cfg: WorkerConfig, node_ip: str) -> None:
                  object_store_memory=int(os.environ.get("REWARDPOOL_RAY_OBJECT_STORE", str(256 << 20))),
                  **({"num_gpus": gpus} if gpus else {}), **kw)
         return
+    def ray_start():
+        subprocess.run(["ray", "start", f"--address={cfg.ray.address}", f"--node-ip-address={node_ip}",
+                        "--num-cpus=" + os.environ.get("REWARDPOOL_RAY_CPUS", "2")]
+                       + ([f"--num-gpus={gpus}"] if gpus else []), check=True)
+
+    if not local_raylet():
+        # a fresh pod: ray.init(address) would first wait out its 60 s search for a node on this host
+        log.info("no Ray node on this host; starting one that joins %s", cfg.ray.address)
+        ray_start()
+        ray.init(address=cfg.ray.address, **kw)
+        return
     try:
         ray.init(address=cfg.ray.address, **kw)
     except (ConnectionError, RuntimeError, ValueError) as e:
         log.info("no Ray node on this host (%s); starting one that joins %s", e, cfg.ray.address)
-        subprocess.run(["ray", "start", f"--address={cfg.ray.address}", f"--node-ip-address={node_ip}",
-                        "--num-cpus=" + os.environ.get("REWARDPOOL_RAY_CPUS", "2")]
-                       + ([f"--num-gpus={gpus}"] if gpus else []), check=True)
+        ray_start()
         ray.init(address=cfg.ray.address, **kw)
+
+
+def local_raylet() -> bool:
+    """Whether a Ray node (a raylet process) runs on this host: in a pod, only one the pod started."""
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if (p / "comm").read_text().strip() == "raylet":
+                    return True
+            except OSError:
+                continue
+    return False
 
 
 def watch_drain_annotation(state: State, annotations_file: str, period: float = 1.0) -> threading.Thread:
@@ -173,7 +194,9 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
     from .hosting import start_actor
 
     hostname = local_hostname(cfg.store.protocol, cfg.network_attachment,
-                              os.environ.get("REWARDPOOL_ANNOTATIONS_FILE", ANNOTATIONS_FILE))
+                              os.environ.get("REWARDPOOL_ANNOTATIONS_FILE", ANNOTATIONS_FILE),
+                              wait=float(os.environ.get("REWARDPOOL_NETWORK_WAIT", "90")))
+    log.info("store client and Ray node address: %s", hostname)
     connect_ray(cfg, hostname)
     install_signal_handlers(state)  # again: ray.init replaces SIGTERM's handler with its own
     actor = start_actor(cfg, pod, hostname)

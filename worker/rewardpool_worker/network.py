@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 NETWORK_STATUS = "k8s.v1.cni.cncf.io/network-status"
@@ -34,16 +35,27 @@ def roce_address(annotations: dict[str, str], attachment: str | None, interface:
 
 
 def local_hostname(protocol: str, attachment: str | None, annotations_file: str | Path,
-                   pod_ip: str | None = None) -> str:
+                   pod_ip: str | None = None, wait: float = 0.0) -> str:
     """The address the store client announces: the RoCE address under rdma; the pod IP under tcp (or the RoCE
-    address when present). Raises with a clear message when rdma has no RoCE address."""
-    ann = {}
+    address when present). Raises with a clear message when rdma has no RoCE address.
+
+    Multus writes `network-status` while the pod sandbox is set up, after the kubelet first wrote the Downward
+    API file: with an attachment configured, wait up to `wait` seconds for the kubelet to refresh the file."""
     path = Path(annotations_file)
-    if path.exists():
-        ann = parse_annotations_file(path.read_text())
-    addr = roce_address(ann, attachment)
-    if addr:
-        return addr
+    deadline = time.monotonic() + wait
+    while True:
+        ann = {}
+        if path.exists():
+            try:
+                ann = parse_annotations_file(path.read_text())
+            except ValueError:  # a partial write: read again
+                ann = {}
+        addr = roce_address(ann, attachment)
+        if addr:
+            return addr
+        if not attachment or time.monotonic() >= deadline:
+            break
+        time.sleep(0.5)
     pod_ip = pod_ip or os.environ.get("POD_IP")
     if protocol == "rdma" and attachment:
         raise RuntimeError(f"no address for the RoCE attachment {attachment} in {NETWORK_STATUS} ({path}); "

@@ -1,0 +1,171 @@
+"""What the dev cluster runs on its real node besides the operator: the Mooncake master and a Ray head as pods
+with Services (from the worker image), and RewardPool manifests that land on the real node.
+
+Choice: devcluster objects, not chart components. The chart installs the operator a user runs against their
+own store and Ray; a store master and a Ray head are cluster infrastructure with their own lifecycles (and
+usually their own charts). The dev cluster creates them here, from the worker image (which carries
+`mooncake_master` and `ray`), so the demo and the tests use the images the project builds.
+"""
+from __future__ import annotations
+
+import copy
+import json
+
+from .realnode import NODE_LABEL, TOLERATION
+
+INFRA_NS = "rewardpool"
+MASTER_PORT, MASTER_METRICS_PORT = 50051, 9003
+RAY_PORT = 6379
+ON_REAL_NODE = {"nodeSelector": {NODE_LABEL: "real"}, "tolerations": [TOLERATION]}
+
+
+def _deployment(name: str, ns: str, image: str, command: list[str], ports: list[dict], memory: str,
+                readiness: dict) -> dict:
+    labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "rewardpool-devcluster"}
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": {"replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels}, "spec": {
+                     **copy.deepcopy(ON_REAL_NODE),
+                     "enableServiceLinks": False, "automountServiceAccountToken": False,
+                     "terminationGracePeriodSeconds": 5,
+                     "containers": [{
+                         "name": name, "image": image, "imagePullPolicy": "IfNotPresent", "command": command,
+                         "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+                         "ports": ports, "readinessProbe": readiness,
+                         "resources": {"requests": {"cpu": "50m", "memory": memory}, "limits": {"memory": memory}},
+                         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}],
+                     "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "512Mi"}}]}}}}
+
+
+def _service(name: str, ns: str, ports: list[dict]) -> dict:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": ns},
+            "spec": {"selector": {"app.kubernetes.io/name": name},
+                     "ports": [{"name": p["name"], "port": p["containerPort"], "targetPort": p["name"]}
+                               for p in ports]}}
+
+
+def infra_objects(worker_image: str, ns: str = INFRA_NS) -> list[dict]:
+    """Namespace, mooncake-master (Deployment + Service) and ray-head (Deployment + Service)."""
+    mports = [{"name": "rpc", "containerPort": MASTER_PORT}, {"name": "metrics", "containerPort": MASTER_METRICS_PORT}]
+    master = _deployment(
+        "mooncake-master", ns, worker_image,
+        ["mooncake_master", "--rpc_address=0.0.0.0", f"--rpc_port={MASTER_PORT}",
+         "--enable_http_metadata_server=false", "--metrics_host=0.0.0.0", f"--metrics_port={MASTER_METRICS_PORT}",
+         "--default_kv_lease_ttl=10000", "--client_ttl=5"],
+        mports, "512Mi", {"httpGet": {"path": "/health", "port": "metrics"}, "periodSeconds": 1})
+    rports = [{"name": "gcs", "containerPort": RAY_PORT}]
+    ray_head = _deployment(
+        "ray-head", ns, worker_image,
+        ["sh", "-c", f"exec ray start --head --block --port={RAY_PORT} --node-ip-address=$POD_IP --num-cpus=0 "
+                     "--include-dashboard=false --disable-usage-stats --object-store-memory=134217728"],
+        rports, "1536Mi", {"tcpSocket": {"port": "gcs"}, "periodSeconds": 1})
+    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+            master, _service("mooncake-master", ns, mports), ray_head, _service("ray-head", ns, rports)]
+
+
+def real_node_pool(name: str, namespace: str, image: str, *, replicas: int = 2, attachment: str | None = None,
+                   infra_ns: str = INFRA_NS, samples: int = 8, output_bytes: str = "4M",
+                   drain_timeout: int = 120, cpu: str = "500m") -> dict:
+    """A RewardPool whose workers run on the real node: selected by its label, tolerating its taint, tcp store
+    (the node is labelled RDMA-capable for placement but has no RDMA device), the mean-intensity scorer."""
+    spec = {
+        "replicas": replicas, "image": image,
+        "scorer": {"name": "mean-intensity", "numFrames": 4, "batchSize": 4, "modelMemory": "64Mi"},
+        "store": {"master": f"mooncake-master.{infra_ns}.svc.cluster.local:{MASTER_PORT}",
+                  "metadataServer": "P2PHANDSHAKE", "protocol": "tcp", "segmentSize": "auto",
+                  "localBufferSize": "64Mi"},
+        "sizing": {"samplesPerRollout": samples, "outputBytesPerSample": output_bytes, "latentRollouts": 0,
+                   "highWatermark": 0.9},
+        "placement": {"rdmaNodeSelector": {"feature.node.kubernetes.io/rdma.capable": "true", NODE_LABEL: "real"},
+                      "rdmaResource": {"count": 0}, "tolerations": [TOLERATION]},
+        "ray": {"address": f"ray-head.{infra_ns}.svc.cluster.local:{RAY_PORT}", "namespace": "rewardpool"},
+        "drainTimeoutSeconds": drain_timeout,
+        # two workers and the infrastructure share a 2-core node: half a core each (the request is also the
+        # container's CPU weight under contention: 100m made `ray start` take a minute), no CPU limit
+        "resources": {"requests": {"cpu": cpu}},
+        "podTemplate": {"spec": {"containers": [{"name": "worker", "imagePullPolicy": "IfNotPresent",
+                                                 "env": [{"name": "REWARDPOOL_RAY_CPUS", "value": "1"}]}]}},
+    }
+    if attachment:
+        spec["network"] = {"attachment": attachment}
+    return {"apiVersion": "rewardpool.io/v1alpha1", "kind": "RewardPool",
+            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+def rollout_job_objects(name: str, namespace: str, image: str, pool: str, *, samples: int = 16, frames: int = 9,
+                        height: int = 64, width: int = 96, batch: int = 4, rounds: int = 1, pause: float = 0.0,
+                        attachment: str | None = None, infra_ns: str = INFRA_NS) -> list[dict]:
+    """A ConfigMap holding rollout_job.py and a Job running it on the real node (a training job's reward step)."""
+    from pathlib import Path
+
+    script = (Path(__file__).with_name("rollout_job.py")).read_text()
+    args = [pool, namespace, f"--master=mooncake-master.{infra_ns}.svc.cluster.local:{MASTER_PORT}",
+            f"--ray=ray-head.{infra_ns}.svc.cluster.local:{RAY_PORT}", f"--samples={samples}",
+            f"--frames={frames}", f"--height={height}", f"--width={width}", f"--batch={batch}",
+            f"--rounds={rounds}", f"--pause={pause}"]
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-script", "namespace": namespace},
+          "data": {"rollout_job.py": script}}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace},
+           "spec": {"backoffLimit": 0, "ttlSecondsAfterFinished": 600, "template": {
+               "metadata": {"annotations": {"k8s.v1.cni.cncf.io/networks": attachment} if attachment else {}},
+               "spec": {
+               **copy.deepcopy(ON_REAL_NODE), "restartPolicy": "Never", "enableServiceLinks": False,
+               "automountServiceAccountToken": False,
+               "containers": [{"name": "rollout", "image": image, "imagePullPolicy": "IfNotPresent",
+                               "command": ["python3", "/job/rollout_job.py", *args],
+                               "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+                               "resources": {"requests": {"cpu": "100m", "memory": "1536Mi"},
+                                             "limits": {"memory": "1536Mi"}},
+                               "volumeMounts": [{"name": "script", "mountPath": "/job"},
+                                                {"name": "dshm", "mountPath": "/dev/shm"}]}],
+               "volumes": [{"name": "script", "configMap": {"name": f"{name}-script"}},
+                           {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "512Mi"}}]}}}}
+    return [cm, job]
+
+
+def _ts(s: str) -> float:
+    from datetime import datetime
+    s = s.rstrip("Z")
+    if "." in s:
+        head, frac = s.split(".", 1)
+        s = f"{head}.{frac[:6]}"
+        return datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%f").timestamp()
+    return datetime.strptime(s, "%Y-%m-%dT%H:%M:%S").timestamp()
+
+
+STARTUP_MARKS = [  # (phase name, a substring of the worker's log line that ends it)
+    ("python + imports, network-status read", "store client and Ray node address"),
+    ("ray start (a Ray node in the pod joins the head)", "Ray runtime started"),
+    ("ray.init to the cluster", "Connected to Ray cluster"),
+    ("actor: store client, registered buffer, scorer loaded", "worker ready:"),
+]
+
+
+def startup_breakdown(kubectl, namespace: str, pod: dict) -> list[tuple[str, float]]:
+    """Seconds per start-up phase of one worker pod, from the pod's conditions and its log (kubectl logs
+    --timestamps): scheduled -> container started -> the worker's own phases -> Ready (readiness probe)."""
+    conds = {c["type"]: _ts(c["lastTransitionTime"]) for c in pod["status"].get("conditions", [])}
+    created = _ts(pod["metadata"]["creationTimestamp"])
+    started = _ts(pod["status"]["containerStatuses"][0]["state"]["running"]["startedAt"])
+    logs = kubectl("logs", "-n", namespace, pod["metadata"]["name"], "--timestamps", check=False).stdout.splitlines()
+    out, last = [("pod created -> container started (sandbox, CNI + Multus, volumes)", started - created)], started
+    for name, mark in STARTUP_MARKS:
+        line = next((ln for ln in logs if mark in ln), None)
+        if line is None:
+            continue
+        t = _ts(line.split(" ", 1)[0])
+        out.append((name, t - last))
+        last = t
+    if "Ready" in conds:
+        out.append(("readiness probe sees /readyz 200 (period 5 s)", max(0.0, conds["Ready"] - last)))
+        out.append(("total: pod created -> Ready", conds["Ready"] - created))
+    return out
+
+
+def job_result(logs: str) -> dict:
+    """The rollout job's result line (`ROLLOUT_RESULT {...}`) from its log."""
+    line = next((ln for ln in reversed(logs.splitlines()) if ln.startswith("ROLLOUT_RESULT ")), None)
+    if line is None:
+        raise ValueError(f"no ROLLOUT_RESULT line in the rollout job's log:\n{logs[-3000:]}")
+    return json.loads(line.split(" ", 1)[1])

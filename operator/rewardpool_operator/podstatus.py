@@ -1,0 +1,28 @@
+"""Worker containers that cannot start, read from the pods' container statuses: an image the node cannot pull
+(not in a registry it reaches, not present on the node), a crash loop, a bad container config. They become
+non-blocking problems (the Degraded condition and a warning event), so a stuck rollout says why instead of
+sitting Pending or ContainerCreating in silence. Pure."""
+from __future__ import annotations
+
+from .sizing import Problem
+
+PULL_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
+START_REASONS = {"CrashLoopBackOff", "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
+
+
+def container_problems(pods: list[dict]) -> list[Problem]:
+    found: dict[tuple[str, str], list[str]] = {}
+    for pod in pods:
+        if pod.get("metadata", {}).get("deletionTimestamp"):
+            continue
+        st = pod.get("status") or {}
+        for cs in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
+            waiting = (cs.get("state") or {}).get("waiting") or {}
+            reason = waiting.get("reason")
+            if reason in PULL_REASONS or reason in START_REASONS:
+                kind = "WorkerImagePullFailed" if reason in PULL_REASONS else "WorkerContainerFailing"
+                msg = (waiting.get("message") or "").strip().replace("\n", " ")
+                found.setdefault((kind, reason), []).append(
+                    f"{pod['metadata']['name']} (image {cs.get('image', '?')}){': ' + msg[:300] if msg else ''}")
+    return [Problem(kind, f"{len(items)} worker pod(s) {reason}: {'; '.join(sorted(items)[:3])}")
+            for (kind, reason), items in sorted(found.items())]

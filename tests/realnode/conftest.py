@@ -1,0 +1,118 @@
+"""The real node: one LocalCluster (its own control plane, kwok nodes next to the real node) for this package,
+the chart installed as a user installs it (the operator runs from its image, in-cluster config), the store
+master and Ray head as pods, all inside the namespace `make test` runs in. Torn down after the package."""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import wait_for
+
+
+@pytest.fixture(scope="package")
+def node(tmp_path_factory):
+    from rewardpool_devcluster.nodes import default_nodes
+    from rewardpool_devcluster.realnode import RealNode
+
+    from rewardpool_devcluster.realnode import SYSCTLS, _sysctl
+
+    host_before = {k: _sysctl(k) for k in SYSCTLS}
+    n = RealNode.create(tmp_path_factory.mktemp("realnode"), kwok_nodes=default_nodes())
+    yield n
+    n.stop()
+    # the host-wide sysctls the kubelet rewrote are back
+    assert {k: _sysctl(k) for k in SYSCTLS} == host_before
+
+
+class Kube:
+    """kubectl against the real node's cluster, with JSON out."""
+
+    def __init__(self, node):
+        self.node = node
+        self.cluster = node.cluster
+
+    def __call__(self, *args, check=True, input=None, timeout=120):
+        from rewardpool_devcluster.stack import kubectl
+
+        res = kubectl(self.cluster, *args, check=False, input=input, timeout=timeout)
+        if check and res.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {res.stderr.strip()}")
+        return res
+
+    def json(self, *args):
+        return json.loads(self("get", *args, "-o", "json").stdout)
+
+    def apply(self, objs):
+        return self("apply", "-f", "-", input=yaml.safe_dump_all(objs))
+
+    def pods(self, ns, selector):
+        return self.json("pods", "-n", ns, "-l", selector)["items"]
+
+    def exec(self, ns, pod, *cmd, container="worker"):
+        return self("exec", "-n", ns, pod, "-c", container, "--", *cmd).stdout
+
+
+@pytest.fixture(scope="package")
+def kube(node):
+    return Kube(node)
+
+
+@pytest.fixture(scope="package")
+def incluster_operator(node, kube):
+    from rewardpool_devcluster.realnode import NODE_LABEL, TOLERATION
+    from rewardpool_devcluster.stack import helm_install_incluster
+
+    helm_install_incluster(node.cluster, node.images.operator, {NODE_LABEL: "real"}, [TOLERATION])
+    node.cluster.wait_crd_established("rewardpools.rewardpool.io")
+    return node
+
+
+@pytest.fixture(scope="package")
+def infra(node, kube):
+    from rewardpool_devcluster.incluster import INFRA_NS, infra_objects
+
+    kube.apply(infra_objects(node.images.worker))
+    for d in ("mooncake-master", "ray-head"):
+        kube("rollout", "status", "-n", INFRA_NS, f"deployment/{d}", "--timeout=180s", timeout=200)
+    return INFRA_NS
+
+
+@pytest.fixture()
+def rns(kube):
+    name = f"rn-{uuid.uuid4().hex[:6]}"
+    kube("create", "namespace", name)
+    yield name
+    kube("delete", "namespace", name, "--wait=false", check=False)
+
+
+def pool_ready(kube, ns, name, replicas):
+    def ready():
+        pods = [p for p in kube.pods(ns, f"rewardpool.io/pool={name}")
+                if p["metadata"].get("deletionTimestamp") is None]
+        ok = [p for p in pods if p["status"].get("phase") == "Running" and any(
+            c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))]
+        return ok if len(ok) == replicas and len(pods) == replicas else None
+    return ready
+
+
+def run_job(kube, node, ns, name, pool, timeout=300, **kw):
+    """Run the rollout job to completion; returns its JSON result (fails with its log on error)."""
+    from rewardpool_devcluster.incluster import rollout_job_objects
+
+    kube.apply(rollout_job_objects(name, ns, node.images.worker, pool, **kw))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = kube.json("job", "-n", ns, name)
+        st = job.get("status", {})
+        if st.get("succeeded") or st.get("failed"):
+            break
+        time.sleep(1)
+    logs = kube("logs", "-n", ns, f"job/{name}", "--tail=200", check=False).stdout
+    assert st.get("succeeded"), f"rollout job {name} did not succeed ({st}); log tail:\n{logs}"
+    from rewardpool_devcluster.incluster import job_result
+    return job_result(logs)

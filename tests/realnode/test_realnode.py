@@ -1,0 +1,205 @@
+"""On the dev cluster's real node (kubelet + containerd + runc + CNI bridge + kube-proxy + CoreDNS + Multus):
+the operator runs from its chart and image, worker pods run the worker image as real containers, and a
+training job's reward step (a pod) scores stored outputs through them. Tests run in file order: the later ones
+disturb the pool (crash a container, delete the operator pod, scale in) and check that nothing is lost."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.conftest import wait_for
+from tests.realnode.conftest import pool_ready, run_job
+
+POOL = "rn"
+IPC_LOCK_BIT = 14
+
+
+@pytest.fixture(scope="module")
+def pool_ns(kube, incluster_operator, infra):
+    name = "realnode-pool"
+    kube("create", "namespace", name, check=False)
+    kube.apply([incluster_operator.macvlan_attachment(name)])
+    yield name
+    kube("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def pool(kube, node, pool_ns):
+    from rewardpool_devcluster.incluster import real_node_pool
+
+    kube.apply([real_node_pool(POOL, pool_ns, node.images.worker, replicas=2,
+                               attachment=f"{pool_ns}/macvlan-store")])
+    pods = wait_for(pool_ready(kube, pool_ns, POOL, 2), timeout=300, interval=1,
+                    what="2 worker pods Running and Ready on the real node")
+    return pods
+
+
+def test_operator_runs_from_its_chart_with_in_cluster_config(kube, incluster_operator):
+    pods = kube.pods("rewardpool-system", "app.kubernetes.io/name=rewardpool-operator")
+    assert len(pods) == 1
+    pod = pods[0]
+    assert pod["spec"]["nodeName"] == "realnode"
+    assert pod["spec"]["serviceAccountName"] == "rewardpool-rewardpool-operator"
+    status = pod["status"]["containerStatuses"][0]
+    assert status["ready"] and status["containerID"].startswith("containerd://")
+    assert status["image"].endswith(incluster_operator.images.operator.split("/", 1)[1])
+    # in-cluster config: it logged in with the ServiceAccount through the `kubernetes` Service (kube-proxy)
+    logs = wait_for(lambda: (lambda out: out if "Initial authentication has finished" in out else None)(
+        kube("logs", "-n", "rewardpool-system", pod["metadata"]["name"]).stdout), timeout=60,
+        what="the operator's in-cluster login in its log")
+    # and it can reach the API from inside: the pool CRD's watch is up (no login errors since)
+    assert "Unauthorized" not in logs and "certificate verify failed" not in logs
+
+
+def test_worker_pods_are_real_containers_with_the_pod_contract(kube, node, pool, pool_ns):
+    pool_obj = kube.json("rewardpool", "-n", pool_ns, POOL)
+    for pod in pool:
+        name = pod["metadata"]["name"]
+        assert pod["spec"]["nodeName"] == "realnode"  # never a kwok node: selected and tolerated
+        cs = pod["status"]["containerStatuses"][0]
+        assert cs["containerID"].startswith("containerd://") and cs["image"].endswith(
+            node.images.worker.split("/", 1)[1])
+        # IPC_LOCK effective inside the container (and every other capability dropped)
+        status = kube.exec(pool_ns, name, "cat", "/proc/1/status")
+        cap_eff = int(next(line.split()[1] for line in status.splitlines() if line.startswith("CapEff")), 16)
+        assert cap_eff == 1 << IPC_LOCK_BIT, hex(cap_eff)
+        # /dev/shm is memory-backed (tmpfs), with the sizing's limit
+        mounts = kube.exec(pool_ns, name, "cat", "/proc/mounts")
+        shm = next(line for line in mounts.splitlines() if line.split()[1] == "/dev/shm")
+        assert shm.split()[2] == "tmpfs", shm
+        # the memory limit the kubelet enforces (the container's cgroup) is the pool's sizing
+        limit = int(kube.exec(pool_ns, name, "cat", "/sys/fs/cgroup/memory/memory.limit_in_bytes"))
+        spec_limit = pod["spec"]["containers"][0]["resources"]["limits"]["memory"]
+        from rewardpool_operator.quantity import parse_bytes
+        assert limit == parse_bytes(spec_limit)
+        from rewardpool_operator import sizing
+        from rewardpool_operator.spec import PoolSpec
+        assert limit == sizing.compute(PoolSpec.model_validate(pool_obj["spec"])).memory_bytes
+        # the Downward API annotations file, and the worker read the Multus network-status from it
+        ann = kube.exec(pool_ns, name, "cat", "/etc/podinfo/annotations")
+        assert "k8s.v1.cni.cncf.io/network-status" in ann
+        status_ann = json.loads(pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/network-status"])
+        net1 = next(n["ips"][0] for n in status_ann if n.get("interface") == "net1")
+        health = json.loads(kube.exec(pool_ns, name, "python3", "-c",
+                                      "import urllib.request;print(urllib.request.urlopen("
+                                      "'http://127.0.0.1:8000/healthz').read().decode())"))
+        # the store client is bound to the secondary network (its segment is announced as net1:port)
+        assert health["store_hostname"].rsplit(":", 1)[0] == net1, health
+
+
+def _net_bytes(kube, ns, pod) -> dict[str, tuple[int, int]]:
+    """(rx, tx) bytes per interface inside a pod (/proc/net/dev of its network namespace)."""
+    out = {}
+    for line in kube.exec(ns, pod, "cat", "/proc/net/dev").splitlines()[2:]:
+        name, _, rest = line.partition(":")
+        f = rest.split()
+        out[name.strip()] = (int(f[0]), int(f[8]))
+    return out
+
+
+def test_outputs_scored_through_real_pods_over_the_secondary_network(kube, node, pool, pool_ns):
+    names = [p["metadata"]["name"] for p in pool]
+    before = {n: _net_bytes(kube, pool_ns, n) for n in names}
+    samples, frames, height, width = 16, 9, 64, 96
+    result = run_job(kube, node, pool_ns, "rollout-1", POOL, samples=samples, frames=frames, height=height,
+                     width=width, batch=4, attachment=f"{pool_ns}/macvlan-store")
+    assert result["scored"] == samples and result["released"] == samples and result["left"] == 0, result
+    assert result["workers"] == 2, result  # both real pods scored
+    # store traffic on the secondary network: the job announced its segment on its net1 address, and the
+    # workers' net1 interfaces received at least every output's bytes (eth0 carries only Ray's RPCs)
+    job_net1 = result["store_hostname"].rsplit(":", 1)[0]
+    assert job_net1.startswith("10.252."), result
+    after = {n: _net_bytes(kube, pool_ns, n) for n in names}
+    net1_rx = sum(after[n]["net1"][0] - before[n]["net1"][0] for n in names)
+    eth0_rx = sum(after[n]["eth0"][0] - before[n]["eth0"][0] for n in names)
+    payload = samples * frames * 3 * height * width
+    assert net1_rx >= payload, (net1_rx, eth0_rx, payload)
+    assert eth0_rx < payload, (net1_rx, eth0_rx, payload)
+
+
+def _workers(kube, ns):
+    return [p for p in kube.pods(ns, f"rewardpool.io/pool={POOL}") if not p["metadata"].get("deletionTimestamp")]
+
+
+def _start_job(kube, node, ns, name, **kw):
+    from rewardpool_devcluster.incluster import rollout_job_objects
+
+    kube.apply(rollout_job_objects(name, ns, node.images.worker, POOL, attachment=f"{ns}/macvlan-store", **kw))
+    wait_for(lambda: any(p["status"].get("phase") == "Running" for p in kube.pods(ns, f"job-name={name}")),
+             timeout=120, what=f"job {name} running")
+
+
+def _job_result(kube, ns, name, timeout=400):
+    def done():
+        st = kube.json("job", "-n", ns, name).get("status", {})
+        return st if (st.get("succeeded") or st.get("failed")) else None
+    st = wait_for(done, timeout=timeout, interval=1, what=f"job {name} finished")
+    logs = kube("logs", "-n", ns, f"job/{name}", "--tail=200", check=False).stdout
+    assert st.get("succeeded"), f"job {name} failed ({st}); log tail:\n{logs}"
+    from rewardpool_devcluster.incluster import job_result
+    return job_result(logs)
+
+
+def test_a_crashed_worker_container_restarts_and_nothing_is_lost(kube, node, pool, pool_ns):
+    victim = _workers(kube, pool_ns)[0]
+    name = victim["metadata"]["name"]
+    restarts = victim["status"]["containerStatuses"][0]["restartCount"]
+    cid = victim["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+    _start_job(kube, node, pool_ns, "rollout-crash", samples=8, batch=2, rounds=8, pause=0.5)
+    node.ctr("tasks", "kill", "-s", "KILL", cid)  # the worker process dies (a crash), not a graceful stop
+    result = _job_result(kube, pool_ns, "rollout-crash")
+    assert result["scored"] == 64 and result["released"] == 64 and result["left"] == 0, result
+    # the kubelet restarted the container in the same pod, and it is Ready again
+    wait_for(lambda: (lambda p: p["status"]["containerStatuses"][0]["restartCount"] > restarts
+                      and p["status"]["containerStatuses"][0]["ready"])(kube.json("pod", "-n", pool_ns, name)),
+             timeout=240, interval=1, what=f"{name} restarted and Ready")
+    wait_for(pool_ready(kube, pool_ns, POOL, 2), timeout=240, interval=1, what="the pool back to 2 Ready workers")
+
+
+def test_operator_pod_deleted_mid_reconcile_a_new_one_takes_over_without_duplicates(kube, pool, pool_ns):
+    old = kube.pods("rewardpool-system", "app.kubernetes.io/name=rewardpool-operator")[0]["metadata"]["name"]
+    kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p", '{"spec":{"replicas":3}}')
+    kube("delete", "pod", "-n", "rewardpool-system", old, "--wait=false")
+
+    def new_operator_ready():
+        pods = [p for p in kube.pods("rewardpool-system", "app.kubernetes.io/name=rewardpool-operator")
+                if p["metadata"]["name"] != old and not p["metadata"].get("deletionTimestamp")]
+        return pods if pods and all(c.get("ready") for p in pods for c in p["status"].get("containerStatuses", [])) \
+            else None
+    assert len(wait_for(new_operator_ready, timeout=180, interval=1, what="a new operator pod Ready")) == 1
+    wait_for(pool_ready(kube, pool_ns, POOL, 3), timeout=300, interval=1, what="3 Ready workers")
+    # no duplicates: exactly the 3 it asked for, and they stay 3 over a few resyncs
+    for _ in range(10):
+        assert len(_workers(kube, pool_ns)) == 3
+        time.sleep(1)
+
+
+def test_scale_in_drains_a_real_pod_and_loses_nothing(kube, node, pool, pool_ns):
+    before = {p["metadata"]["name"] for p in _workers(kube, pool_ns)}
+    assert len(before) == 3
+    _start_job(kube, node, pool_ns, "rollout-scalein", samples=8, batch=2, rounds=10, pause=0.5)
+    kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p", '{"spec":{"replicas":2}}')
+    result = _job_result(kube, pool_ns, "rollout-scalein")
+    assert result["scored"] == 80 and result["released"] == 80 and result["left"] == 0, result
+    after = wait_for(pool_ready(kube, pool_ns, POOL, 2), timeout=400, interval=1, what="2 workers after scale-in")
+    gone = before - {p["metadata"]["name"] for p in after}
+    assert len(gone) == 1
+    # the removed worker drained: its log says so (SIGTERM or the operator's drain), and it exited cleanly
+    ev = kube("get", "events", "-n", pool_ns, "-o", "json").stdout
+    assert any(g in ev for g in gone)
+
+
+def test_a_missing_image_shows_in_the_pool_status(kube, node, incluster_operator, rns):
+    from rewardpool_devcluster.incluster import real_node_pool
+
+    obj = real_node_pool("noimage", rns, "localhost/rewardpool-worker:not-on-this-node", replicas=1)
+    kube.apply([obj])
+
+    def degraded_with_pull_failure():
+        st = kube.json("rewardpool", "-n", rns, "noimage").get("status", {})
+        return next((c for c in st.get("conditions", []) if c["type"] == "Degraded" and c["status"] == "True"
+                     and "ImagePull" in c.get("message", "")), None)
+    cond = wait_for(degraded_with_pull_failure, timeout=180, interval=1, what="Degraded: image pull failed")
+    assert "not-on-this-node" in cond["message"]
