@@ -86,20 +86,22 @@ def test_workers_on_a_lost_node_are_replaced(pools, ns, cluster):
     try:
         pools.create(pool_manifest("lossy", replicas=2, placement={"rdmaNodeSelector": {label: "true"}}))
         pools.wait_ready("lossy", 2)
-        on_a = {p.metadata.name for p in pools.pods("lossy") if p.spec.node_name == "lossy-a"}
-        assert len(on_a) == 1, "topology spread puts one worker on each node"
-        # kwok stops standing in for lossy-a's kubelet; its last word was Unknown, two minutes ago.
-        core.patch_node("lossy-a", {"metadata": {"annotations": {"kwok.x-k8s.io/node": None}},
+        # The spread is ScheduleAnyway: both workers may share a node. Lose the node the first one is on.
+        lost_node = pools.pods("lossy")[0].spec.node_name
+        other = "lossy-b" if lost_node == "lossy-a" else "lossy-a"
+        on_lost = {p.metadata.name for p in pools.pods("lossy") if p.spec.node_name == lost_node}
+        # kwok stops standing in for that node's kubelet; its last word was Unknown, two minutes ago.
+        core.patch_node(lost_node, {"metadata": {"annotations": {"kwok.x-k8s.io/node": None}},
                                     "spec": {"unschedulable": True}})
         since = (datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=2)).strftime(
             "%Y-%m-%dT%H:%M:%SZ")
-        core.patch_node_status("lossy-a", {"status": {"conditions": [
+        core.patch_node_status(lost_node, {"status": {"conditions": [
             {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": "kubelet stopped posting",
              "lastTransitionTime": since, "lastHeartbeatTime": since}]}})
-        wait_for(lambda: not (on_a & {p.metadata.name for p in pools.pods("lossy")}) and len(pools.pods("lossy")) == 2,
-                 90, what="the worker of the lost node replaced")
+        wait_for(lambda: not (on_lost & {p.metadata.name for p in pools.pods("lossy")})
+                 and len(pools.pods("lossy")) == 2, 90, what="the workers of the lost node replaced")
         pools.wait_ready("lossy", 2)
-        assert all(p.spec.node_name == "lossy-b" for p in pools.pods("lossy"))
+        assert all(p.spec.node_name == other for p in pools.pods("lossy"))
         lost = [m for _, r, m in pools.events("lossy") if r == "WorkerLost"]
         assert lost and "has not been Ready" in lost[0]
         assert pools.condition("lossy", "Progressing")["reason"] == "Stable"  # the Terminating pod holds nothing up
