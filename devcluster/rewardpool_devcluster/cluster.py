@@ -79,8 +79,31 @@ def _tail(path: Path, lines: int = 25) -> str:
         return "(no log)"
 
 
+class Supervised:
+    """Daemons started from `workdir`, each logging to <name>.log: wait for one to come up, or fail with its
+    name and log tail when it exits or never does (LocalCluster and the real node both)."""
+    error = ClusterStartError
+
+    def _fail(self, name: str, why: str) -> ClusterStartError:
+        return self.error(f"{name} {why}; last lines of {self.workdir / (name + '.log')}:\n"
+                          f"{_tail(self.workdir / (name + '.log'))}")
+    def _wait(self, name: str, ok, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            proc = self.procs.get(name)
+            if proc is not None and proc.poll() is not None:
+                raise self._fail(name, f"exited with code {proc.returncode}")
+            try:
+                if ok():
+                    return
+            except Exception:  # not up yet
+                pass
+            time.sleep(0.3)
+        raise self._fail(name, f"not ready after {timeout:.0f}s")
+
+
 @dataclass
-class LocalCluster:
+class LocalCluster(Supervised):
     workdir: Path
     bin_dir: Path | None = None
     ports: dict[str, int] = field(default_factory=dict)
@@ -162,23 +185,6 @@ class LocalCluster:
         log.info("started %s (pid %d)", name, proc.pid)
         return proc
 
-    def _fail(self, name: str, why: str) -> ClusterStartError:
-        return ClusterStartError(f"{name} {why}; last lines of {self.workdir / (name + '.log')}:\n"
-                                 f"{_tail(self.workdir / (name + '.log'))}")
-
-    def _wait(self, name: str, ok, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            proc = self.procs.get(name)
-            if proc is not None and proc.poll() is not None:
-                raise self._fail(name, f"exited with code {proc.returncode}")
-            try:
-                if ok():
-                    return
-            except Exception:  # not up yet
-                pass
-            time.sleep(0.3)
-        raise self._fail(name, f"not ready after {timeout:.0f}s")
 
     def _start_etcd(self, timeout: float) -> None:
         p, peer = self.ports["etcd"], self.ports["etcd_peer"]

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cluster import REPO, ClusterStartError, LocalCluster, _alive, _tail
+from .cluster import REPO, ClusterStartError, LocalCluster, Supervised, _alive
 
 log = logging.getLogger("rewardpool.devcluster")
 
@@ -96,9 +96,10 @@ def check_host() -> None:
 
 
 @dataclass
-class RealNode:
+class RealNode(Supervised):
     """Start with `RealNode.create(workdir)`: the control plane is started here too (it needs the node's
     apiserver flags and token), with the kwok nodes next to the real one."""
+    error = RealNodeError
     workdir: Path
     cluster: LocalCluster
     bins: Path
@@ -226,23 +227,6 @@ class RealNode:
         self._record_state()
         log.info("started %s (pid %d)", name, proc.pid)
 
-    def _fail(self, name: str, why: str) -> RealNodeError:
-        return RealNodeError(f"{name} {why}; last lines of {self.workdir / (name + '.log')}:\n"
-                             f"{_tail(self.workdir / (name + '.log'))}")
-
-    def _wait(self, name: str, ok, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            proc = self.procs.get(name)
-            if proc is not None and proc.poll() is not None:
-                raise self._fail(name, f"exited with code {proc.returncode}")
-            try:
-                if ok():
-                    return
-            except Exception:
-                pass
-            time.sleep(0.25)
-        raise self._fail(name, f"not ready after {timeout:.0f}s")
 
     def _pid_alive(self, name: str) -> bool:
         proc = self.procs.get(name)
