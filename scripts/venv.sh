@@ -19,16 +19,28 @@ key=$( (echo "$deps"; python3 --version) | sha256sum | cut -c1-12)
 venv="$cache/venv/$key"
 log() { echo "[venv] $(date +%H:%M:%S) $*" >&2; }
 if [ ! -f "$venv/.complete" ]; then
-  log "creating $venv with extras [$extras]"
   rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --upgrade pip setuptools wheel >&2
+  # A dependency edit should not download torch again: start from the newest complete venv (if any) and
+  # let pip add what changed. A copied venv's scripts still name the old path in their shebangs: rewrite them.
+  seed=$(ls -td "$cache"/venv/*/.complete 2>/dev/null | head -1 | xargs -r dirname)
+  if [ -n "$seed" ]; then
+    log "creating $venv with extras [$extras], seeded from $seed"
+    cp -a "$seed" "$venv"
+    rm -f "$venv/.complete"
+    grep -rlI --exclude-dir=__pycache__ "$seed" "$venv/bin" | xargs -r sed -i "s|$seed|$venv|g"
+  else
+    log "creating $venv with extras [$extras]"
+    python3 -m venv "$venv"
+  fi
+  "$venv/bin/python" -m pip install --quiet --upgrade pip setuptools wheel >&2
   echo "$deps" > "$venv/requirements.txt"
   log "pip install of $(wc -l < "$venv/requirements.txt") requirements (large wheels such as torch take minutes)"
-  "$venv/bin/pip" install --quiet --progress-bar off -r "$venv/requirements.txt" >&2
+  "$venv/bin/python" -m pip install --quiet --progress-bar off -r "$venv/requirements.txt" >&2
   touch "$venv/.complete"
+  # Only the newest venv is kept (each holds torch: gigabytes).
+  [ -n "$seed" ] && rm -rf "$seed"
   log "venv ready"
 fi
-"$venv/bin/pip" install --quiet --no-deps --no-build-isolation -e "$root" > "$venv/editable.log" 2>&1 \
+"$venv/bin/python" -m pip install --quiet --no-deps --no-build-isolation -e "$root" > "$venv/editable.log" 2>&1 \
   || { cat "$venv/editable.log" >&2; exit 1; }
 echo "$venv"

@@ -23,6 +23,7 @@ from concurrent.futures import as_completed
 from datetime import datetime, timezone
 from pathlib import Path
 
+from . import plots
 from .cluster import REPO, LocalCluster
 from .fleet import WorkerFleet
 from .mooncake import Master, Producer
@@ -62,6 +63,8 @@ def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Pro
                                       local_buffer_bytes=16 << 20), "127.0.0.1")
     peak, stop = [0.0], threading.Event()
     replicas_at: list[tuple[float, int]] = []
+    timeline: list[dict] = []  # what the plot draws, sampled every 0.2 s
+    outstanding, spans = [0], []
     pod_created: dict[str, float] = {}
     startup: dict[str, float] = {}
     client = RewardPoolClient(name, ns, refresh_seconds=1)
@@ -72,9 +75,15 @@ def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Pro
             m = master.metrics()
             peak[0] = max(peak[0], m.get("master_allocated_bytes", 0))
             try:
-                r = co.get_namespaced_custom_object("rewardpool.io", "v1alpha1", ns, "rewardpools", name)["spec"]["replicas"]
+                obj = co.get_namespaced_custom_object("rewardpool.io", "v1alpha1", ns, "rewardpools", name)
+                r, st = obj["spec"]["replicas"], obj.get("status") or {}
                 if not replicas_at or replicas_at[-1][1] != r:
                     replicas_at.append((time.monotonic(), r))
+                timeline.append({"t": round(time.monotonic() - t_create, 2), "desired": r,
+                                 "ready": st.get("readyReplicas") or 0, "queue": st.get("queueDepth") or 0,
+                                 "outstanding": outstanding[0],
+                                 "fill": round(m.get("master_allocated_bytes", 0)
+                                               / max(m.get("master_total_capacity_bytes", 0), 1), 3)})
                 for p in core.list_namespaced_pod(ns, label_selector=f"rewardpool.io/pool={name}").items:
                     if p.metadata.name not in pod_created:  # wall clock to monotonic, once per pod
                         age = datetime.now(timezone.utc).timestamp() - p.metadata.creation_timestamp.timestamp()
@@ -121,7 +130,9 @@ def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Pro
                         time.sleep(0.05)
                 releaser.expect([ref])
                 futures[client.submit([ref], ["a video"])] = ref
+                outstanding[0] += 1
             for fut in as_completed(futures, timeout=900):
+                outstanding[0] -= 1
                 try:
                     (result,) = fut.result()
                     failed = isinstance(result, SampleError)  # evicted before it was read: regenerated
@@ -133,6 +144,7 @@ def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Pro
                 else:
                     releaser.rewarded([futures[fut]])
             took = time.monotonic() - t0
+            spans.append((round(t0 - t_create, 2), round(t0 + took - t_create, 2)))
             if hint:
                 demand.expect(name, ns, 0)
             events = [(round(t - t0, 1), n) for t, n in replicas_at if t0 <= t <= t0 + took]
@@ -155,7 +167,8 @@ def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Pro
             "max_replicas": max([n for _, n in replicas_at] or [spec["replicas"]]),
             "released": releaser.stats.released, "failed_released": releaser.stats.failed_released,
             "batches_per_worker": dict(client.served),
-            "total_evictions": int(master.metrics().get("master_evicted_key_count", 0) - evicted0)}
+            "total_evictions": int(master.metrics().get("master_evicted_key_count", 0) - evicted0),
+            "rollout_spans": spans, "timeline": timeline}
 
 
 def bench_autoscale(args) -> int:
@@ -217,9 +230,12 @@ def bench_autoscale(args) -> int:
                    "generation_s": round(gen_s(), 2), "score_s_per_output": round(score_s(), 3),
                    "generation_bound_s": round(gen_s() + score_s(), 2), "gap_s": args.gap,
                    **{c: results[c] for c in configs}}
-            print(json.dumps(out, indent=2))
+            print(json.dumps({k: ({kk: vv for kk, vv in v.items() if kk != "timeline"} if isinstance(v, dict) else v)
+                              for k, v in out.items()}, indent=2))
             if args.out:
                 Path(args.out).write_text(json.dumps(out, indent=2))
+                png = plots.autoscale_timeline(out, configs, Path(args.out).with_suffix(".png"))
+                print(f"timeline plot: {png}")
         finally:
             if op:
                 op.stop()

@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+from . import plots
 from .bench_ready import pool
 from .cluster import LocalCluster
 from .nodes import kwok_node
@@ -61,9 +62,11 @@ def _replicaset(name: str, workers: int) -> dict:
                      "template": {"metadata": meta, "spec": spec}}}
 
 
-def _measure(n: int, create, ready_names, timeout: float, what: str) -> dict:
+def _measure(n: int, create, observe, timeout: float, what: str) -> dict:
+    """`observe()` -> (names of the objects with every pod Ready, pods Ready in all)."""
     created: dict[str, float] = {}
     ready_at: dict[str, float] = {}
+    timeline: list[tuple[float, int]] = []  # (seconds since the first create, pods Ready) for the plot
     t0 = time.monotonic()
 
     def one(i: int) -> None:
@@ -80,8 +83,10 @@ def _measure(n: int, create, ready_names, timeout: float, what: str) -> dict:
     last = 0.0
     while len(ready_at) < n:
         now = time.monotonic()
-        for name in ready_names():
+        names, pods_ready = observe()
+        for name in names:
             ready_at.setdefault(name, now)
+        timeline.append((round(now - t0, 2), pods_ready))
         if now - last > 5:
             print(f"  {what}: {len(ready_at)}/{n} all-Ready after {now - t0:.0f}s", flush=True)
             last = now
@@ -91,7 +96,7 @@ def _measure(n: int, create, ready_names, timeout: float, what: str) -> dict:
     total = time.monotonic() - t0
     lat = [ready_at[k] - created[k] for k in created]
     return {"all_ready_s": round(total, 1), "apply_to_ready_p50_s": round(statistics.median(lat), 2),
-            "apply_to_ready_p99_s": round(_pct(lat, 0.99), 2)}
+            "apply_to_ready_p99_s": round(_pct(lat, 0.99), 2), "ready_timeline": timeline}
 
 
 def bench_operator(args) -> int:
@@ -115,9 +120,10 @@ def bench_operator(args) -> int:
             if args.baseline == "replicaset":
                 core.create_namespace({"metadata": {"name": "baseline"}})
 
-                def rs_ready() -> list[str]:
-                    return [r.metadata.name for r in apps.list_namespaced_replica_set("baseline").items
-                            if (r.status.ready_replicas or 0) == workers]
+                def rs_ready() -> tuple[list[str], int]:
+                    items = apps.list_namespaced_replica_set("baseline").items
+                    return ([r.metadata.name for r in items if (r.status.ready_replicas or 0) == workers],
+                            sum(r.status.ready_replicas or 0 for r in items))
                 rs = _measure(n, lambda name: apps.create_namespaced_replica_set("baseline", _replicaset(name, workers)),
                               rs_ready, args.timeout, "replicaset")
                 rs["pods_per_s"] = round(n * workers / rs["all_ready_s"], 1)
@@ -132,11 +138,12 @@ def bench_operator(args) -> int:
             idle_mib = _rss_mib(op.proc.pid)
             core.create_namespace({"metadata": {"name": "bench"}})
 
-            def pools_ready() -> list[str]:
+            def pools_ready() -> tuple[list[str], int]:
                 items = co.list_namespaced_custom_object("rewardpool.io", "v1alpha1", "bench", "rewardpools")["items"]
-                return [p["metadata"]["name"] for p in items if (p.get("status") or {}).get("readyReplicas") == workers
-                        and any(c["type"] == "Ready" and c["status"] == "True"
-                                for c in (p.get("status") or {}).get("conditions", []))]
+                return ([p["metadata"]["name"] for p in items if (p.get("status") or {}).get("readyReplicas") == workers
+                         and any(c["type"] == "Ready" and c["status"] == "True"
+                                 for c in (p.get("status") or {}).get("conditions", []))],
+                        sum((p.get("status") or {}).get("readyReplicas") or 0 for p in items))
             rp = _measure(n, lambda name: co.create_namespaced_custom_object(
                 "rewardpool.io", "v1alpha1", "bench", "rewardpools", _pool_body(name, workers)),
                 pools_ready, args.timeout, "rewardpool")
@@ -160,9 +167,11 @@ def bench_operator(args) -> int:
                     out["replicaset"]["all_ready_s"] / rp["all_ready_s"], 2)
             out["kuberay_reference"] = {"pods": 10000, "seconds": 200, "pods_per_s": 50.0,
                                         "note": "published KubeRay kwok figure on a much larger machine"}
-            print(json.dumps(out, indent=2))
+            print(json.dumps({k: ({kk: vv for kk, vv in v.items() if kk != "ready_timeline"} if isinstance(v, dict)
+                                  else v) for k, v in out.items()}, indent=2))
             if args.out:
                 Path(args.out).write_text(json.dumps(out, indent=2))
+                print(f"timeline plot: {plots.operator_timeline(out, Path(args.out).with_suffix('.png'))}")
         finally:
             if op:
                 op.stop()
