@@ -52,6 +52,11 @@ def demo() -> int:
     apply(infra_objects(node.images.worker))
     for d in ("mooncake-master", "ray-head"):
         k("rollout", "status", "-n", INFRA_NS, f"deployment/{d}", "--timeout=240s", timeout=260)
+    from .prometheus import for_dev_cluster
+
+    prom = for_dev_cluster(cluster.kubeconfig, DEMO_DIR / "prometheus", INFRA_NS)
+    step(f"Prometheus {prom.url} scraping the operator and workers (the chart's PodMonitor/ServiceMonitor) "
+         "and the store master")
     ns = "demo"
     k("create", "namespace", ns, check=False)
     apply([node.macvlan_attachment(ns)])
@@ -103,6 +108,10 @@ def demo() -> int:
     print(k("get", "pods", "-A", "-o", "wide").stdout)
     print(f"export KUBECONFIG={cluster.kubeconfig}   # kubectl from inside the namespace: "
           f"nsenter --net=/run/netns/{node.key} kubectl ...")
+    print(f"rewardpool status -n {ns} pickscore-demo --watch   # the pool live, from inside the namespace too")
+    print(f"Prometheus: nsenter --net=/run/netns/{node.key} curl -s '{prom.url}/api/v1/query' --data-urlencode "
+          f"'query=sum by (pool) (rewardpool_worker_scored_outputs_total)'   # the dashboard: "
+          "charts/rewardpool-operator/dashboards/rewardpool.json")
     print(f"logs: {DEMO_DIR} (kubelet.log, containerd.log, cp/*.log)")
     print(f"demo took {time.monotonic() - t0:.0f}s; stop everything with: make down")
     return 0
@@ -111,7 +120,10 @@ def demo() -> int:
 def down() -> int:
     from .realnode import RealNode
 
-    stopped = RealNode.stop_recorded(DEMO_DIR)
+    from .prometheus import Prometheus
+
+    stopped = Prometheus.stop_recorded(DEMO_DIR / "prometheus")
+    stopped += RealNode.stop_recorded(DEMO_DIR)
     stopped += LocalCluster.stop_recorded(DEMO_DIR / "cp")
     stopped += LocalCluster.stop_recorded(DEMO_DIR)  # an older, kwok-only demo
     print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))

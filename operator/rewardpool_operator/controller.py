@@ -9,7 +9,7 @@ import logging
 import random
 
 from kubernetes_asyncio.client.exceptions import ApiException
-from prometheus_client import Counter, Histogram
+from rewardpool_worker.config import OperatorMetricNames as M
 
 from . import pool_metrics
 from .kube import Kube
@@ -17,8 +17,8 @@ from .reconcile import Memo, reconcile
 
 log = logging.getLogger("rewardpool.operator")
 RESYNC_SECONDS = 60.0
-RECONCILES = Counter("rewardpool_operator_reconciles", "Reconciles run", ["result"])
-RECONCILE_SECONDS = Histogram("rewardpool_operator_reconcile_seconds", "Time of one reconcile")
+RECONCILES = M.RECONCILES.make()
+RECONCILE_SECONDS = M.RECONCILE_SECONDS.make()
 FAST_SECONDS = 5.0  # how often a pool that autoscales or drains workers is looked at again
 
 
@@ -70,6 +70,8 @@ class Controller:
     async def stand_by(self) -> None:
         self.leading = False
         await self.stop()
+        for key in list(self.bodies):  # the new leader exports them now: a stale copy would double a KEDA sum
+            pool_metrics.forget(*key)
 
     async def _loop(self, key: tuple[str, str]) -> None:
         ev = self.wake[key]

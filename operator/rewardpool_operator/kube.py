@@ -8,15 +8,14 @@ from datetime import datetime, timezone
 
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
-from prometheus_client import Counter
-
+from rewardpool_worker.config import OperatorMetricNames as M
 
 from .spec import GROUP, PLURAL, VERSION
 
 log = logging.getLogger("rewardpool.operator")
 NAD = ("k8s.cni.cncf.io", "v1", "network-attachment-definitions")
 MERGE = "application/merge-patch+json"
-API_WRITES = Counter("rewardpool_operator_api_writes", "Writes the operator sent to the Kubernetes API", ["kind"])
+API_WRITES = M.API_WRITES.make()
 
 
 async def _json(coro) -> dict:

@@ -90,7 +90,10 @@ async def reconcile(kube: Kube, cached: dict, nodes: dict[str, dict] | None = No
                              f"{ref[0]}/{ref[1]}" if ref else "")
     scaled = any(r == "Scaled" for _, r, _ in events)  # our own /scale write moved the resourceVersion
     await _write(kube, body, old, new, events + status_mod.warnings(old, new), check_version=not scaled)
-    pool_metrics.record(pool.namespace, pool.name, new, pool.spec.replicas)
+    drain_ages = [time.time() - (C.epoch(a[DRAIN_ANNOTATION]) or time.time()) for x in observed.pods
+                  if DRAIN_ANNOTATION in (a := x["metadata"].get("annotations") or {})]
+    pool_metrics.record(pool.namespace, pool.name, new, pool.spec.replicas, sizing_mod.high_watermark(pool.spec),
+                        drain_ages)
     return new
 
 
@@ -223,6 +226,7 @@ async def _apply(kube: Kube, pool: Pool, p: Plan, observed: Observed, token: str
     if p.scale is not None and p.scale.desired != pool.spec.replicas:
         try:
             await kube.patch_pool_scale(ns, pool.name, p.scale.desired, pool.resource_version)
+            pool_metrics.scaled(ns, pool.name, pool.spec.replicas, p.scale.desired)
             events.append(("Normal", "Scaled", f"replicas {pool.spec.replicas} -> {p.scale.desired} "
                                                f"({p.scale.reason}): {p.scale.message}"))
         except ApiException as e:

@@ -8,7 +8,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from .quantity import format_bytes, human, parse_bytes
-from .spec import PoolSpec
+from .spec import PoolSpec, Sizing
 
 MiB = 2**20
 GiB = 2**30
@@ -65,6 +65,10 @@ class SizingResult:
         d["problems"] = [asdict(p) for p in self.problems]
         return d
 
+
+def high_watermark(spec) -> float:
+    """The store's eviction watermark the sizing assumes (mooncake_master's default without spec.sizing)."""
+    return spec.sizing.highWatermark if spec.sizing else Sizing.model_fields["highWatermark"].default
 
 def _round_mib(n: int) -> int:
     return math.ceil(n / MiB) * MiB

@@ -70,8 +70,9 @@ class StoredOutputRewardActor:
         self.model_since: float | None = None
         self.slowest_batch = 0.0
         self.warmup_seconds: float | None = None
-        self.read_times: list[float] = []  # since the last stats() snapshot
-        self.score_times: list[float] = []
+        self.outputs = 0
+        # (outputs, queue wait s, read s, score s) of each batch since the last stats() snapshot
+        self.batch_log: list[tuple[int, float, float, float]] = []
 
     def warm_up(self) -> float:
         t0 = time.perf_counter()
@@ -113,6 +114,7 @@ class StoredOutputRewardActor:
             raise
         if not outputs:
             return []
+        accepted = time.perf_counter()
         with self._lock:
             if self.max_queue and self.in_flight >= self.max_queue:
                 self.refused += 1
@@ -130,7 +132,7 @@ class StoredOutputRewardActor:
                 with self._lock:
                     if batch_id in self._cancelled:  # its caller gave up while it waited: read nothing
                         raise Cancelled(f"batch {batch_id} was cancelled by its caller before it was read")
-                return self._read_and_score(reader, outputs, prompts)
+                return self._read_and_score(reader, outputs, prompts, time.perf_counter() - accepted)
             finally:
                 with self._lock:
                     self.holding -= 1
@@ -159,7 +161,7 @@ class StoredOutputRewardActor:
             self._cancelled.update(live)
             return len(live)
 
-    def _read_and_score(self, reader, outputs: list, prompts: list[str]) -> list:
+    def _read_and_score(self, reader, outputs: list, prompts: list[str], waited: float = 0.0) -> list:
         refs = [o for o in outputs if isinstance(o, OutputRef)]
         if refs and reader is None:
             raise RuntimeError("got stored-output refs but this actor has no store reader")
@@ -184,9 +186,9 @@ class StoredOutputRewardActor:
         scores = [s if isinstance(s, dict) else float(s) for s in scores]
         with self._lock:
             self.batches += 1
+            self.outputs += len(outputs)
             self.slowest_batch = max(self.slowest_batch, elapsed)
-            self.read_times.append(t1 - t0)
-            self.score_times.append(elapsed)
+            self.batch_log.append((len(outputs), waited, t1 - t0, elapsed))
         return scores
 
     def read_copies(self, refs: list[OutputRef]) -> list[torch.Tensor]:
@@ -209,12 +211,13 @@ class StoredOutputRewardActor:
             busy = time.monotonic() - since if since is not None else 0.0
             snap = {"queue_depth": self.in_flight, "in_flight": self.in_flight, "pending_bytes": self.pending_bytes,
                     "holding": self.holding, "peak_holding": self.peak_holding, "batches": self.batches,
+                    "outputs": self.outputs,
                     "refused": self.refused,
                     "bytes_read": sum(r.bytes_read for r in regs), "reads": sum(r.reads for r in regs),
                     "registrations": sum(r.registrations for r in regs),
                     "buffer_bytes": sum(r.capacity for r in regs),
                     "model_busy_seconds": busy, "wedged_after_seconds": self.wedged_after(),
                     "wedged": busy > self.wedged_after(), "warmup_seconds": self.warmup_seconds,
-                    "read_times": self.read_times, "score_times": self.score_times}
-            self.read_times, self.score_times = [], []
+                    "batch_log": self.batch_log}
+            self.batch_log = []
         return snap

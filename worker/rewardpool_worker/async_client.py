@@ -38,15 +38,15 @@ from dataclasses import dataclass, field
 
 import ray
 
-from prometheus_client import Counter as PromCounter
+from .config import ClientMetricNames
 
 from .config import actor_prefix
 from .client import BATCH_RETRIES, Router, _Member
 from .errors import Cancelled, Draining, Overloaded, PoolUnavailable, SampleError, unwrap
 
 log = logging.getLogger("rewardpool.client")
-TIMEOUTS = PromCounter("rewardpool_client_timeouts", "Score calls that ran past their deadline")
-SAMPLE_ERRORS = PromCounter("rewardpool_client_sample_errors", "Samples returned as a SampleError")
+TIMEOUTS = ClientMetricNames.TIMEOUTS.make()
+SAMPLE_ERRORS = ClientMetricNames.SAMPLE_ERRORS.make()
 READ_SLOTS = 2  # batches a worker works on at once (hosting.READ_SLOTS); the rest of its queue waits
 UNREACHABLE_COOLDOWN_SECONDS = 5.0
 OVERLOADED_COOLDOWN_SECONDS = 0.5

@@ -52,7 +52,7 @@ def bench_model(model: str, model_dir: Path, store, args, refs, prompts) -> list
         for i in range(0, len(refs), args.batch_size):
             scores += actor.score_batch(refs[i:i + args.batch_size], prompts[i:i + args.batch_size])
         st = actor.stats()
-        read, score = sum(st["read_times"]), sum(st["score_times"])
+        read, score = sum(b[2] for b in st["batch_log"]), sum(b[3] for b in st["batch_log"])
         n = len(refs)
         frames = n * min(args.num_frames or args.frames, args.frames)
         if reference is None:

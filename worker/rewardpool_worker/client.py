@@ -31,13 +31,13 @@ from collections import Counter
 from dataclasses import dataclass
 
 import ray
-from prometheus_client import Counter as PromCounter
+from .config import ClientMetricNames
 
 from .errors import Draining, Overloaded, PoolUnavailable, SampleError, ScorerError  # noqa: F401 (re-exported)
 from .releaser import ReleaseStats, Releaser  # noqa: F401 (re-exported)
 
 log = logging.getLogger("rewardpool.client")
-BATCH_RETRIES = PromCounter("rewardpool_client_batch_retries", "Batches sent again to another worker")
+BATCH_RETRIES = ClientMetricNames.BATCH_RETRIES.make()
 EWMA_ALPHA = 0.3
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -14,10 +15,129 @@ ANNOTATIONS_FILE = "/etc/podinfo/annotations"
 HTTP_PORT = 8000
 # The worker's HTTP endpoints on HTTP_PORT: reads open to probes and scrapers, control calls authenticated.
 HEALTH_PATH, READY_PATH, METRICS_PATH, DRAIN_PATH = "/healthz", "/readyz", "/metrics", "/drain"
-# What the operator reads from each worker's /metrics (the autoscaler's queue signal); the worker's
-# metrics.py registers them under these names.
-QUEUE_DEPTH_METRIC = "rewardpool_worker_queue_depth"
-PENDING_BYTES_METRIC = "rewardpool_worker_pending_bytes"
+
+
+# ---- Metric names ------------------------------------------------------------------------------------------
+# Every metric the project exports is declared here, to Prometheus conventions: base units in the name
+# (_seconds, _bytes, _ratio), counters declared without `_total` (prometheus_client adds it on the wire),
+# per-pool figures labelled namespace and pool. A worker's series carry no namespace/pool/pod labels of their
+# own: the scrape adds them from the pod (the chart's ServiceMonitor relabels rewardpool.io/pool to `pool`),
+# so they never come out as exported_namespace. Dashboards, the KEDA example and the operator's autoscaler
+# read these names.
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    kind: Literal["counter", "gauge", "histogram"]
+    help: str
+    labels: tuple[str, ...] = ()
+    buckets: tuple[float, ...] | None = None
+
+    @property
+    def exposed(self) -> str:
+        """The name a scrape sees (a histogram's series add _bucket/_sum/_count to it)."""
+        return self.name + "_total" if self.kind == "counter" else self.name
+
+    def make(self, registry=None):
+        """The prometheus_client collector (registry None: the process's default registry)."""
+        import prometheus_client as pc
+
+        kw: dict[str, Any] = {"labelnames": self.labels}
+        if registry is not None:
+            kw["registry"] = registry
+        if self.buckets:
+            kw["buckets"] = self.buckets
+        cls = {"counter": pc.Counter, "gauge": pc.Gauge, "histogram": pc.Histogram}[self.kind]
+        return cls(self.name, self.help, **kw)
+
+
+_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+_POOL = ("namespace", "pool")
+
+
+class WorkerMetricNames:
+    """A worker's /metrics (scraped per pod)."""
+    QUEUE_DEPTH = Metric("rewardpool_worker_queue_depth", "gauge",
+                         "Batches accepted and not finished (the operator's autoscaling signal)")
+    PENDING_BYTES = Metric("rewardpool_worker_pending_bytes", "gauge",
+                           "Stored bytes of the accepted, unfinished batches")
+    OUTPUT_READ_SECONDS = Metric("rewardpool_worker_output_read_seconds", "histogram",
+                                 "Time to read one output from the store (a batch's read time over its outputs)",
+                                 buckets=_SECONDS)
+    OUTPUT_SCORE_SECONDS = Metric("rewardpool_worker_output_score_seconds", "histogram",
+                                  "Model time per output (a batch's score time over its outputs)", ("scorer",),
+                                  buckets=_SECONDS)
+    BATCH_SIZE = Metric("rewardpool_worker_batch_size_outputs", "histogram", "Outputs per scored batch",
+                        buckets=(1, 2, 4, 8, 16, 32, 64, 128))
+    QUEUE_WAIT_SECONDS = Metric("rewardpool_worker_queue_wait_seconds", "histogram",
+                                "Time a batch waited for a read slot after it was accepted", buckets=_SECONDS)
+    SCORED_OUTPUTS = Metric("rewardpool_worker_scored_outputs", "counter", "Outputs scored", ("scorer",))
+    BATCHES = Metric("rewardpool_worker_batches", "counter", "Batches scored")
+    REFUSED_BATCHES = Metric("rewardpool_worker_refused_batches", "counter",
+                             "Batches refused (larger than batchSize, or beyond the queue limit)")
+    READ_BYTES = Metric("rewardpool_worker_read_bytes", "counter", "Bytes read from the store")
+    BUFFER_REGISTRATIONS = Metric("rewardpool_worker_buffer_registrations", "counter",
+                                  "Read buffer registrations with the transfer engine (one per read slot)")
+    READ_SLOTS_IN_USE = Metric("rewardpool_worker_read_slots_in_use", "gauge",
+                               "Batches holding a read buffer (being read or scored); at most 2")
+    READ_BUFFER_BYTES = Metric("rewardpool_worker_read_buffer_bytes", "gauge", "Registered read buffer bytes")
+    DRAINING = Metric("rewardpool_worker_draining", "gauge", "1 while the worker drains")
+    MODEL_BUSY_SECONDS = Metric("rewardpool_worker_model_busy_seconds", "gauge",
+                                "How long the batch now in the model has run (0 when idle)")
+    WARMUP_SECONDS = Metric("rewardpool_worker_warmup_seconds", "gauge",
+                            "Time of the warm-up forward run before the worker became Ready")
+    MODEL_LOAD_SECONDS = Metric("rewardpool_worker_model_load_seconds", "gauge", "Time to load the scorer(s)")
+
+
+class ClientMetricNames:
+    """The training side's process (pool client, releaser)."""
+    BATCH_RETRIES = Metric("rewardpool_client_batch_retries", "counter", "Batches sent again to another worker")
+    TIMEOUTS = Metric("rewardpool_client_timeouts", "counter", "Score calls that ran past their deadline")
+    SAMPLE_ERRORS = Metric("rewardpool_client_sample_errors", "counter", "Samples returned as a SampleError")
+    RELEASES = Metric("rewardpool_client_releases", "counter",
+                      "Outputs released from the store after their last reward")
+    RELEASE_FAILURES = Metric("rewardpool_client_release_failures", "counter",
+                              "Releases that failed (counted, not raised)")
+    MEDIA_FAILURES = Metric("rewardpool_client_media_failures", "counter", "Media read-backs that failed")
+    SWEPT = Metric("rewardpool_client_swept", "counter", "Stale outputs removed by a sweep")
+
+
+class OperatorMetricNames:
+    """The operator's /metrics: its own work, and per-pool figures (what KEDA or an HPA reads)."""
+    RECONCILES = Metric("rewardpool_operator_reconciles", "counter", "Reconciles run", ("result",))
+    RECONCILE_SECONDS = Metric("rewardpool_operator_reconcile_seconds", "histogram", "Time of one reconcile",
+                               buckets=_SECONDS)
+    API_WRITES = Metric("rewardpool_operator_api_writes", "counter",
+                        "Writes the operator sent to the Kubernetes API", ("kind",))
+    POOL_QUEUE_DEPTH = Metric("rewardpool_pool_queue_depth", "gauge",
+                              "Batches accepted by the pool's workers and not finished", _POOL)
+    POOL_PENDING_BYTES = Metric("rewardpool_pool_pending_bytes", "gauge",
+                                "Stored bytes of the pool's accepted, unfinished batches", _POOL)
+    POOL_EXPECTED_OUTPUTS = Metric("rewardpool_pool_expected_outputs", "gauge",
+                                   "Outputs a client said are coming (demand hint)", _POOL)
+    POOL_STORE_FILL = Metric("rewardpool_pool_store_fill_ratio", "gauge",
+                             "Allocated over total capacity of the pool's store", _POOL)
+    POOL_STORE_WATERMARK = Metric("rewardpool_pool_store_eviction_watermark_ratio", "gauge",
+                                  "Store fill above which the master evicts (the sizing's high watermark)", _POOL)
+    POOL_DESIRED = Metric("rewardpool_pool_desired_replicas", "gauge",
+                          "spec.replicas, or the built-in autoscaler's decision", _POOL)
+    POOL_READY = Metric("rewardpool_pool_ready_replicas", "gauge", "Ready workers", _POOL)
+    POOL_DRAINING = Metric("rewardpool_pool_draining_replicas", "gauge", "Workers draining before deletion",
+                           _POOL)
+    POOL_OLDEST_DRAIN = Metric("rewardpool_pool_oldest_drain_age_seconds", "gauge",
+                               "Age of the oldest drain in progress (0 when none)", _POOL)
+    POOL_SCALE_EVENTS = Metric("rewardpool_pool_scale_events", "counter",
+                               "Replica changes the built-in autoscaler made", _POOL + ("direction",))
+
+
+def all_metrics() -> list[Metric]:
+    return [m for group in (WorkerMetricNames, ClientMetricNames, OperatorMetricNames)
+            for m in vars(group).values() if isinstance(m, Metric)]
+
+
+# What the operator reads from each worker's /metrics (the autoscaler's queue signal).
+QUEUE_DEPTH_METRIC = WorkerMetricNames.QUEUE_DEPTH.name
+PENDING_BYTES_METRIC = WorkerMetricNames.PENDING_BYTES.name
+
 # The Ray actor of a pod is named ACTOR_PREFIX + "<namespace>/<pool>:<pod>"; pool clients find them by prefix.
 ACTOR_PREFIX = "rewardpool:"
 
@@ -137,6 +257,12 @@ class WorkerConfig(BaseModel):
                                        "after SIGTERM (the pool's drainTimeoutSeconds)")
     wedge_floor_seconds: float = Field(default=300.0, gt=0, description=(
         "liveness fails when a batch holds the model longer than max(this, 10 x the slowest batch seen)"))
+
+    def scorer_label(self) -> str:
+        """The `scorer` label of the worker's score metrics: the scorer's name (or class), or the mixture's
+        components joined by "+"."""
+        parts = self.scorers or [self.scorer]
+        return "+".join(c.name or (c.cls or "custom").rpartition(":")[2] for c in parts)
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, exclude_none=True)

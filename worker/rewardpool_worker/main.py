@@ -259,7 +259,7 @@ def main() -> int:
                         format='{"ts": "%(asctime)s", "level": "%(levelname)s", "logger": "%(name)s", "msg": %(message)r}')
     cfg = WorkerConfig.from_env()
     pod = os.environ.get("POD_NAME") or socket.gethostname()
-    state, metrics = State(), WorkerMetrics()
+    state, metrics = State(), WorkerMetrics(cfg.scorer_label())
     auth = ControlAuth(os.environ.get("REWARDPOOL_CONTROL_TOKEN_FILE", CONTROL_TOKEN_FILE))
     serve_http(os.environ.get("REWARDPOOL_HTTP_HOST", "0.0.0.0"), cfg.http_port, state, metrics, auth)
     watch_drain_annotation(state, os.environ.get("REWARDPOOL_ANNOTATIONS_FILE", ANNOTATIONS_FILE))

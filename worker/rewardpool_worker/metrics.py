@@ -1,43 +1,36 @@
-"""Prometheus metrics of a worker, served on /metrics (releases are counted where they happen: in the
-pool client's process, see client.py). The actor process keeps the counts; the entrypoint
-copies them into these collectors once a second (the HTTP server lives in the entrypoint process)."""
+"""Prometheus metrics of a worker, served on /metrics (names in the contract, config.WorkerMetricNames;
+releases are counted where they happen: in the pool client's process). The actor process keeps the counts;
+the entrypoint copies them into these collectors once a second (the HTTP server lives in the entrypoint)."""
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 
-from .config import PENDING_BYTES_METRIC, QUEUE_DEPTH_METRIC
-
-READ_BUCKETS = (0.01, 0.03, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+from .config import WorkerMetricNames as N
 
 
 class WorkerMetrics:
-    def __init__(self):
+    def __init__(self, scorer: str = "default"):
         self.registry = r = CollectorRegistry()
-        self.queue_depth = Gauge(QUEUE_DEPTH_METRIC, "Requests accepted and not finished", registry=r)
-        self.in_flight = Gauge("rewardpool_worker_in_flight", "Batches being read or scored", registry=r)
-        self.pending_bytes = Gauge(PENDING_BYTES_METRIC, "Stored bytes of accepted, unfinished requests",
-                                   registry=r)
-        self.read_seconds = Histogram("rewardpool_worker_read_seconds", "Time to read a batch from the store",
-                                      buckets=READ_BUCKETS, registry=r)
-        self.score_seconds = Histogram("rewardpool_worker_score_seconds", "Time to score a batch",
-                                       buckets=READ_BUCKETS, registry=r)
-        self.bytes_read = Counter("rewardpool_worker_read_bytes", "Bytes read from the store", registry=r)
-        self.registrations = Gauge("rewardpool_worker_buffer_registrations", "Read buffer registrations so far",
-                                   registry=r)
-        self.batches = Counter("rewardpool_worker_batches", "Batches scored", registry=r)
-        self.draining = Gauge("rewardpool_worker_draining", "1 while the worker drains", registry=r)
-        self.refused = Counter("rewardpool_worker_batches_refused", "Batches refused as larger than batchSize",
-                               registry=r)
-        self.holding = Gauge("rewardpool_worker_read_slots_in_use",
-                             "Batches holding a read buffer (being read or scored, or read ahead); at most 2",
-                             registry=r)
-        self.buffer_bytes = Gauge("rewardpool_worker_read_buffer_bytes", "Registered read buffer bytes, all slots",
-                                  registry=r)
-        self.model_busy = Gauge("rewardpool_worker_model_busy_seconds",
-                                "How long the batch now in the model has run (0 when idle)", registry=r)
-        self.warmup_seconds = Gauge("rewardpool_worker_warmup_seconds",
-                                    "Time of the warm-up forward run before the worker became Ready", registry=r)
-        self.load_seconds = Gauge("rewardpool_worker_model_load_seconds", "Time to load the scorer(s)", registry=r)
+        self.scorer = scorer  # the `scorer` label: the scorer's name, or the mixture's names joined by "+"
+        self.queue_depth = N.QUEUE_DEPTH.make(r)
+        self.pending_bytes = N.PENDING_BYTES.make(r)
+        self.read_seconds = N.OUTPUT_READ_SECONDS.make(r)
+        self.score_seconds = N.OUTPUT_SCORE_SECONDS.make(r)
+        self.batch_size = N.BATCH_SIZE.make(r)
+        self.queue_wait = N.QUEUE_WAIT_SECONDS.make(r)
+        self.scored = N.SCORED_OUTPUTS.make(r)
+        self.batches = N.BATCHES.make(r)
+        self.refused = N.REFUSED_BATCHES.make(r)
+        self.bytes_read = N.READ_BYTES.make(r)
+        self.registrations = N.BUFFER_REGISTRATIONS.make(r)
+        self.holding = N.READ_SLOTS_IN_USE.make(r)
+        self.buffer_bytes = N.READ_BUFFER_BYTES.make(r)
+        self.draining = N.DRAINING.make(r)
+        self.model_busy = N.MODEL_BUSY_SECONDS.make(r)
+        self.warmup_seconds = N.WARMUP_SECONDS.make(r)
+        self.load_seconds = N.MODEL_LOAD_SECONDS.make(r)
+        self.scored.labels(scorer)  # present at 0 before the first batch: a dashboard's rate() has a series
+        self.score_seconds.labels(scorer)
         self._last: dict = {}
 
     def startup(self, ready: dict) -> None:
@@ -47,19 +40,21 @@ class WorkerMetrics:
     def update(self, stats: dict) -> None:
         """Fold an actor stats snapshot in (counters advance by the difference since the last one)."""
         self.queue_depth.set(stats["queue_depth"])
-        self.in_flight.set(stats["in_flight"])
         self.pending_bytes.set(stats["pending_bytes"])
-        self.registrations.set(stats["registrations"])
         self.draining.set(1 if stats["draining"] else 0)
         self.holding.set(stats.get("holding", 0))
         self.buffer_bytes.set(stats.get("buffer_bytes", 0))
         self.model_busy.set(stats.get("model_busy_seconds", 0.0))
-        for name, counter in (("bytes_read", self.bytes_read), ("batches", self.batches), ("refused", self.refused)):
+        for name, counter in (("bytes_read", self.bytes_read), ("batches", self.batches),
+                              ("refused", self.refused), ("registrations", self.registrations),
+                              ("outputs", self.scored.labels(self.scorer))):
             delta = stats.get(name, 0) - self._last.get(name, 0)
             if delta > 0:
                 counter.inc(delta)
-        for t in stats.get("read_times", []):
-            self.read_seconds.observe(t)
-        for t in stats.get("score_times", []):
-            self.score_seconds.observe(t)
+        for n, wait, read, score in stats.get("batch_log", []):
+            self.batch_size.observe(n)
+            self.queue_wait.observe(wait)
+            for _ in range(n):  # per output: a batch's time spread over its outputs
+                self.read_seconds.observe(read / n)
+                self.score_seconds.labels(self.scorer).observe(score / n)
         self._last = stats

@@ -27,7 +27,7 @@ import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 
-from prometheus_client import Counter as PromCounter
+from .config import ClientMetricNames
 
 from .records import OutputRef
 from .store import LeaseHeld, ObjectNotFound, Store, StoreError
@@ -35,10 +35,10 @@ from .store import LeaseHeld, ObjectNotFound, Store, StoreError
 log = logging.getLogger("rewardpool.client")
 
 # In the training job's process (its default registry): releases happen here, not in the workers.
-RELEASES = PromCounter("rewardpool_client_releases", "Outputs released from the store after their last reward")
-RELEASE_FAILURES = PromCounter("rewardpool_client_release_failures", "Releases that failed (counted, not raised)")
-MEDIA_FAILURES = PromCounter("rewardpool_client_media_failures", "Media read-backs that failed")
-SWEPT = PromCounter("rewardpool_client_swept", "Stale outputs removed by a sweep")
+RELEASES = ClientMetricNames.RELEASES.make()
+RELEASE_FAILURES = ClientMetricNames.RELEASE_FAILURES.make()
+MEDIA_FAILURES = ClientMetricNames.MEDIA_FAILURES.make()
+SWEPT = ClientMetricNames.SWEPT.make()
 
 
 @dataclass
