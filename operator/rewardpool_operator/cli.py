@@ -1,4 +1,4 @@
-"""`rewardpool` command: run the operator, render a pool's objects, print sizing."""
+"""`rewardpool` command: run the operator, show pools' status, render a pool's objects, print sizing."""
 from __future__ import annotations
 
 import argparse
@@ -76,6 +76,22 @@ def cmd_size(args) -> int:
     return 0
 
 
+def cmd_status(args) -> int:
+    import asyncio
+
+    from . import statusfetch
+
+    if args.pool and args.all_namespaces:
+        raise SystemExit("error: a pool name cannot be combined with --all-namespaces")
+    if args.interval <= 0:
+        raise SystemExit("error: --interval must be positive")
+    try:
+        return asyncio.run(statusfetch.run(args.pool, args.namespace, args.all_namespaces, args.watch,
+                                           args.interval, args.kubeconfig, args.context))
+    except KeyboardInterrupt:  # Ctrl-C is how a --watch ends: not an error
+        return 0
+
+
 def _bench_ready(args) -> int:
     from rewardpool_devcluster.bench_ready import bench_ready  # dev tooling: needs the local control plane
 
@@ -121,6 +137,16 @@ def main(argv: list[str] | None = None) -> int:
     op.add_argument("--no-leader-election", action="store_true",
                     help="reconcile without holding the Lease (only safe with a single replica)")
     op.set_defaults(func=cmd_operator)
+
+    st = sub.add_parser("status", help="pools at a glance: workers, demand, scaling, drains, problems, events")
+    st.add_argument("pool", nargs="?", help="one pool in full; without it, a table of the namespace's pools")
+    st.add_argument("-n", "--namespace", help="default: the kubeconfig context's namespace")
+    st.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace's pools (no POOL)")
+    st.add_argument("-w", "--watch", action="store_true", help="redraw every --interval seconds until Ctrl-C")
+    st.add_argument("--interval", type=float, default=2.0, help="seconds between redraws with --watch")
+    st.add_argument("--kubeconfig", help="default: $KUBECONFIG, else ~/.kube/config, else in-cluster")
+    st.add_argument("--context", help="kubeconfig context (default: its current context)")
+    st.set_defaults(func=cmd_status)
 
     rd = sub.add_parser("render", help="print every object the operator would create for a pool")
     rd.add_argument("-f", "--file", required=True, help="RewardPool YAML ('-' for stdin)")

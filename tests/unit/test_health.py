@@ -48,3 +48,27 @@ def test_silent_or_gone_actor_fails_liveness():
     s = state()
     s.actor_gone = "ActorDiedError"
     assert s.liveness() == (False, "the Ray actor is gone: ActorDiedError") and not s.ready
+
+
+def test_health_payload_of_an_older_worker_parses_with_the_new_fields_defaulted():
+    from rewardpool_worker.config import WorkerHealth
+
+    old = WorkerHealth.model_validate_json('{"phase": "ready", "live": true, "in_flight": 2, "future": 1}')
+    assert (old.queue_depth, old.last_batch_seconds_ago, old.in_flight) == (0, None, 2)
+    new = WorkerHealth.model_validate_json(
+        WorkerHealth(phase="draining", queue_depth=5, last_batch_seconds_ago=1.5).model_dump_json())
+    assert (new.phase, new.queue_depth, new.last_batch_seconds_ago) == ("draining", 5, 1.5)
+
+
+def test_health_reports_queue_depth_and_the_time_since_the_batches_counter_last_moved():
+    s = State()
+    s.phase, s.detail = "ready", dict(READY)
+    s.observe({**STATS, "queue_depth": 3, "batches": 0}, at=time.monotonic())
+    h = s.health(now=s.stats_at + 5)
+    assert (h.queue_depth, h.in_flight, h.last_batch_seconds_ago, h.live) == (3, 1, None, True)  # none finished
+    s.observe({**STATS, "queue_depth": 4, "in_flight": 2, "batches": 2}, at=100.0)
+    s.observe({**STATS, "queue_depth": 1, "in_flight": 1, "batches": 2}, at=101.0)  # counter still: no new batch
+    h = s.health(now=107.5)
+    assert (h.queue_depth, h.in_flight, h.last_batch_seconds_ago, h.phase) == (1, 1, 7.5, "ready")
+    s.observe({**STATS, "batches": 3}, at=110.0)
+    assert s.health(now=110.25).last_batch_seconds_ago == 0.2  # rounded to tenths

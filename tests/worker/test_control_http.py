@@ -48,7 +48,9 @@ def test_drain_without_or_with_a_wrong_token_is_refused_and_changes_nothing(work
     code, body = call(url + "/drain", "POST", token="guess")
     assert code == 403 and body["error"] == "wrong control token"
     assert not state.drain.is_set()
-    assert call(url + "/healthz")[1]["phase"] == "ready"  # still serving
+    health = call(url + "/healthz")[1]
+    assert health["phase"] == "ready"  # still serving
+    assert (health["queue_depth"], health["last_batch_seconds_ago"]) == (0, None)  # what `rewardpool status` reads
     refusals = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
     assert len(refusals) == 2 and all("127.0.0.1" in m for m in refusals)  # the caller's address is logged
 

@@ -289,10 +289,14 @@ class WorkerConfig(BaseModel):
 
 
 class WorkerHealth(BaseModel):
-    """The /healthz payload: what the operator's drain decisions read (200 when live, 503 when wedged)."""
+    """The /healthz payload: what the operator's drain decisions and `rewardpool status` read (200 when live,
+    503 when wedged)."""
     model_config = ConfigDict(extra="ignore")
     phase: Literal["starting", "ready", "draining", "drained", "failed"]
     live: bool = True
     reason: str | None = None
     in_flight: int = 0
     store_hostname: str | None = None
+    # For `rewardpool status`; defaulted so the operator still parses the payload of workers built before them.
+    queue_depth: int = 0
+    last_batch_seconds_ago: float | None = Field(default=None, description="None: no batch finished yet")

@@ -39,6 +39,7 @@ class State:
         self.stats_at: float | None = None  # monotonic time of the last stats answer
         self.actor_gone: str | None = None
         self.in_flight = 0
+        self.last_batch_at: float | None = None  # monotonic time the batches counter last moved
         self.drain = threading.Event()  # POST /drain: stop taking work, stay up (the operator deletes the pod)
         self.stop = threading.Event()  # SIGTERM: drain, then exit
 
@@ -58,6 +59,21 @@ class State:
             return False, (f"a batch has held the model for {self.stats['model_busy_seconds']:.0f}s, past the "
                            f"{self.stats['wedged_after_seconds']:.0f}s expected at most")
         return True, "ok"
+
+    def observe(self, stats: dict, at: float) -> None:
+        """Take one stats answer. The actor counts finished batches but does not time them, so the counter
+        moving between two answers (at most STATS_SECONDS apart) dates the last finished batch closely enough."""
+        if stats.get("batches", 0) > self.stats.get("batches", 0):
+            self.last_batch_at = at
+        self.stats, self.stats_at = stats, at
+        self.in_flight = stats.get("in_flight", 0)
+
+    def health(self, now: float) -> WorkerHealth:
+        live, why = self.liveness()
+        ago = None if self.last_batch_at is None else round(now - self.last_batch_at, 1)
+        return WorkerHealth(phase=self.phase, live=live, reason=why, in_flight=self.in_flight,
+                            store_hostname=self.detail.get("store_hostname"),
+                            queue_depth=self.stats.get("queue_depth", 0), last_batch_seconds_ago=ago)
 
     @property
     def ready(self) -> bool:
@@ -89,10 +105,8 @@ def serve_http(host: str, port: int, state: State, metrics: WorkerMetrics,
 
         def do_GET(self):
             if self.path == HEALTH_PATH:
-                live, why = state.liveness()
-                self._send(200 if live else 503, WorkerHealth(
-                    phase=state.phase, live=live, reason=why, in_flight=state.in_flight,
-                    store_hostname=state.detail.get("store_hostname")).model_dump_json().encode())
+                health = state.health(time.monotonic())
+                self._send(200 if health.live else 503, health.model_dump_json().encode())
             elif self.path == READY_PATH:
                 ok, fields = state.readiness()
                 self._send(200 if ok else 503, json.dumps(fields).encode())
@@ -219,9 +233,8 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
             state.actor_gone = type(e).__name__
             log.error("the Ray actor is gone (%s): liveness fails from now on", type(e).__name__)
             continue
-        state.stats, state.stats_at = stats, time.monotonic()
+        state.observe(stats, time.monotonic())
         metrics.update(stats)
-        state.in_flight = stats["in_flight"]
         if state.drain.is_set() and state.phase == "ready":
             log.info("drain requested: no new batches; finishing in-flight work")
             state.phase = "draining"
