@@ -19,7 +19,7 @@ def _pyplot():
 
 
 def autoscale_timeline(result: dict, configs: list[str], path: Path) -> Path:
-    """`result[config]["timeline"]`: samples {t, desired, ready, outstanding, queue, fill};
+    """`result[config]["timeline"]`: samples {t, desired, ready, serving, outstanding, queue, fill};
     `result[config]["rollout_spans"]`: [(start, end)] in the same clock (seconds from the pool's creation)."""
     plt = _pyplot()
     fig, axes = plt.subplots(len(configs), 1, figsize=(11, 2.9 * len(configs)), squeeze=False, sharex=False)
@@ -30,7 +30,10 @@ def autoscale_timeline(result: dict, configs: list[str], path: Path) -> Path:
         for i, (a, b) in enumerate(run.get("rollout_spans", [])):
             ax.axvspan(a, b, color="0.92", zorder=0, label="rollout" if i == 0 else None)
         ax.step(t, [s["desired"] for s in tl], where="post", color="tab:blue", label="desired workers")
-        ax.step(t, [s["ready"] for s in tl], where="post", color="tab:green", label="Ready workers")
+        ax.step(t, [s["ready"] for s in tl], where="post", color="tab:green", lw=0.8, label="Ready pods")
+        if tl and "serving" in tl[0]:  # the worker's actor is up: what the client can route to
+            ax.step(t, [s["serving"] for s in tl], where="post", color="tab:olive", ls="-.",
+                    label="workers serving")
         changes = [(s["t"], s["desired"]) for prev, s in zip(tl, tl[1:]) if s["desired"] != prev["desired"]]
         if changes:
             ax.scatter(*zip(*changes), color="tab:blue", marker="v", zorder=3, label="scale event")

@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     asb = bsub.add_parser("autoscale", help="LTX-2.3 rollouts, time-compressed: fixed pools vs the autoscaler")
     asb.add_argument("--rollouts", type=int, default=5)
     asb.add_argument("--max-workers", type=int, default=6)
-    asb.add_argument("--compress", type=float, default=10.0, help="how much faster than real time")
+    asb.add_argument("--compress", type=float, default=5.0, help="how much faster than real time")
     asb.add_argument("--gap", type=float, default=3.0, help="seconds between rollouts (compressed)")
     asb.add_argument("--configs", default="fixed-1,fixed-n,autoscaled,autoscaled-hint")
     asb.add_argument("--out", default="", help="also write the JSON here")

@@ -13,7 +13,15 @@ def now(ts: float | None = None) -> str:
 
 
 def epoch(text: str | None) -> float | None:
-    return datetime.strptime(text, _FORMAT).replace(tzinfo=timezone.utc).timestamp() if text else None
+    """RFC 3339 as the API writes it (with or without fractional seconds, as events' eventTime has them);
+    None when absent or malformed (an annotation anyone can edit must not crash a reconcile)."""
+    if not text:
+        return None
+    try:
+        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).timestamp()
 
 
 def cond(type_: str, status: bool, reason: str, message: str) -> dict:

@@ -18,7 +18,7 @@ MERGE = "application/merge-patch+json"
 API_WRITES = M.API_WRITES.make()
 
 
-async def _json(coro) -> dict:
+async def read_json(coro) -> dict:
     """Await a raw (_preload_content=False) call; raise ApiException on a non-2xx answer, as the typed
     path would, and return the JSON body as a dict."""
     resp = await coro
@@ -50,22 +50,22 @@ class Kube:
 
     # pods
     async def list_pods(self, namespace: str, selector: str) -> list[dict]:
-        return (await _json(self.core.list_namespaced_pod(namespace, label_selector=selector,
+        return (await read_json(self.core.list_namespaced_pod(namespace, label_selector=selector,
                                                           _preload_content=False)))["items"]
 
     async def create_pod(self, namespace: str, pod: dict) -> dict:
         API_WRITES.labels("pod").inc()
-        return await _json(self.core.create_namespaced_pod(namespace, pod, _preload_content=False))
+        return await read_json(self.core.create_namespaced_pod(namespace, pod, _preload_content=False))
 
     async def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
         API_WRITES.labels("pod").inc()
-        await _json(self.core.patch_namespaced_pod(name, namespace, {"metadata": {"annotations": annotations}},
+        await read_json(self.core.patch_namespaced_pod(name, namespace, {"metadata": {"annotations": annotations}},
                                                    _preload_content=False, _content_type=MERGE))
 
     async def delete_pod(self, namespace: str, name: str) -> None:
         API_WRITES.labels("pod").inc()
         try:
-            await _json(self.core.delete_namespaced_pod(name, namespace, _preload_content=False))
+            await read_json(self.core.delete_namespaced_pod(name, namespace, _preload_content=False))
         except ApiException as e:
             if e.status != 404:
                 raise
@@ -73,7 +73,7 @@ class Kube:
     # secrets: the pool's control token only (RBAC grants get and create, never list or watch)
     async def get_secret(self, namespace: str, name: str) -> dict | None:
         try:
-            return await _json(self.core.read_namespaced_secret(name, namespace, _preload_content=False))
+            return await read_json(self.core.read_namespaced_secret(name, namespace, _preload_content=False))
         except ApiException as e:
             if e.status == 404:
                 return None
@@ -81,27 +81,27 @@ class Kube:
 
     async def create_secret(self, secret: dict) -> dict:
         API_WRITES.labels("secret").inc()
-        return await _json(self.core.create_namespaced_secret(secret["metadata"]["namespace"], secret,
+        return await read_json(self.core.create_namespaced_secret(secret["metadata"]["namespace"], secret,
                                                               _preload_content=False))
 
     # nodes
     async def list_nodes(self, selector: str) -> list[dict]:
-        return (await _json(self.core.list_node(label_selector=selector, _preload_content=False)))["items"]
+        return (await read_json(self.core.list_node(label_selector=selector, _preload_content=False)))["items"]
 
     # services and disruption budgets: create, or patch the spec when it lacks what we want
     async def _ensure(self, obj: dict, kind: str, read, create, patch) -> str:
         ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
         try:
-            current = await _json(read(name, ns, _preload_content=False))
+            current = await read_json(read(name, ns, _preload_content=False))
         except ApiException as e:
             if e.status != 404:
                 raise
             API_WRITES.labels(kind).inc()
-            await _json(create(ns, obj, _preload_content=False))
+            await read_json(create(ns, obj, _preload_content=False))
             return "created"
         if not _contains(current["spec"], obj["spec"]):
             API_WRITES.labels(kind).inc()
-            await _json(patch(name, ns, {"spec": obj["spec"]}, _preload_content=False, _content_type=MERGE))
+            await read_json(patch(name, ns, {"spec": obj["spec"]}, _preload_content=False, _content_type=MERGE))
             return "updated"
         return "unchanged"
 
@@ -118,7 +118,7 @@ class Kube:
     async def get_nad(self, namespace: str, name: str) -> dict | None:
         """The attachment, or None if it does not exist. Raises NadCrdMissing when the CRD is absent."""
         try:
-            return await _json(self.custom.get_namespaced_custom_object(*NAD[:2], namespace, NAD[2], name,
+            return await read_json(self.custom.get_namespaced_custom_object(*NAD[:2], namespace, NAD[2], name,
                                                                         _preload_content=False))
         except ApiException as e:
             if e.status == 404:
@@ -129,7 +129,7 @@ class Kube:
 
     async def _nad_crd_missing(self, namespace: str) -> bool:
         try:  # a list answers 200 (maybe empty) when the CRD exists, 404 when it does not
-            await _json(self.custom.list_namespaced_custom_object(*NAD[:2], namespace, NAD[2], limit=1,
+            await read_json(self.custom.list_namespaced_custom_object(*NAD[:2], namespace, NAD[2], limit=1,
                                                                   _preload_content=False))
             return False
         except ApiException as e:
@@ -140,11 +140,11 @@ class Kube:
         current = await self.get_nad(ns, name)
         if current is None:
             API_WRITES.labels("attachment").inc()
-            await _json(self.custom.create_namespaced_custom_object(*NAD[:2], ns, NAD[2], nad, _preload_content=False))
+            await read_json(self.custom.create_namespaced_custom_object(*NAD[:2], ns, NAD[2], nad, _preload_content=False))
             return "created"
         if current.get("spec") != nad["spec"]:
             API_WRITES.labels("attachment").inc()
-            await _json(self.custom.patch_namespaced_custom_object(*NAD[:2], ns, NAD[2], name, {"spec": nad["spec"]},
+            await read_json(self.custom.patch_namespaced_custom_object(*NAD[:2], ns, NAD[2], name, {"spec": nad["spec"]},
                                                                _preload_content=False, _content_type=MERGE))
             return "updated"
         return "unchanged"
@@ -152,7 +152,7 @@ class Kube:
     # pools
     async def get_pool(self, namespace: str, name: str) -> dict | None:
         try:
-            return await _json(self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name,
+            return await read_json(self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name,
                                                                         _preload_content=False))
         except ApiException as e:
             if e.status == 404:
@@ -166,7 +166,7 @@ class Kube:
         body: dict = {"status": status}
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
-        await _json(self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, name,
+        await read_json(self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, name,
                                                                       body, _preload_content=False,
                                                                       _content_type=MERGE))
 
@@ -179,13 +179,13 @@ class Kube:
         body: dict = {"spec": {"replicas": replicas}}
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
-        await _json(self.custom.patch_namespaced_custom_object_scale(
+        await read_json(self.custom.patch_namespaced_custom_object_scale(
             GROUP, VERSION, namespace, PLURAL, name, body, _preload_content=False, _content_type=MERGE))
 
     # namespaces
     async def get_namespace_labels(self, name: str) -> dict[str, str] | None:
         try:
-            ns = await _json(self.core.read_namespace(name, _preload_content=False))
+            ns = await read_json(self.core.read_namespace(name, _preload_content=False))
         except ApiException as e:
             if e.status in (403, 404):  # not allowed to look: the create, if refused, says why instead
                 return None
@@ -203,7 +203,7 @@ class Kube:
                 "firstTimestamp": ts, "lastTimestamp": ts, "count": 1, "reportingComponent": "rewardpool-operator"}
         API_WRITES.labels("event").inc()
         try:
-            await _json(self.core.create_namespaced_event(meta["namespace"], body, _preload_content=False))
+            await read_json(self.core.create_namespaced_event(meta["namespace"], body, _preload_content=False))
         except ApiException as e:  # an event is best effort; losing one must not stop a reconcile
             log.warning("event not posted: %s %s (%s)", reason, message, e.status)
 

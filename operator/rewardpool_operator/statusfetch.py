@@ -17,7 +17,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from rewardpool_worker.config import HEALTH_PATH, HTTP_PORT, WorkerHealth
 
 from . import statusview
-from .kube import _json, api_message
+from .kube import api_message, read_json
 from .spec import GROUP, KIND, PLURAL, VERSION
 
 HEALTH_TIMEOUT_SECONDS = 2.0  # a worker that cannot answer in this long is shown as "-", not waited for
@@ -52,7 +52,7 @@ def _context_namespace(ctx) -> str | None:
 # ---- reads ---------------------------------------------------------------------------------------------------
 async def read_pool(api: client.ApiClient, ns: str, name: str) -> dict | None:
     try:
-        return await _json(client.CustomObjectsApi(api).get_namespaced_custom_object(
+        return await read_json(client.CustomObjectsApi(api).get_namespaced_custom_object(
             GROUP, VERSION, ns, PLURAL, name, _preload_content=False))
     except ApiException as e:
         if e.status == 404:
@@ -63,15 +63,15 @@ async def read_pool(api: client.ApiClient, ns: str, name: str) -> dict | None:
 async def list_pools(api: client.ApiClient, ns: str | None) -> list[dict]:
     co = client.CustomObjectsApi(api)
     if ns is None:
-        return (await _json(co.list_cluster_custom_object(GROUP, VERSION, PLURAL, _preload_content=False)))["items"]
-    return (await _json(co.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL,
+        return (await read_json(co.list_cluster_custom_object(GROUP, VERSION, PLURAL, _preload_content=False)))["items"]
+    return (await read_json(co.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL,
                                                          _preload_content=False)))["items"]
 
 
 async def pool_pods(api: client.ApiClient, pool: dict) -> list[dict]:
     """The pool's worker pods: its label, and owned by this pool (not a same-named predecessor's leftovers)."""
     meta = pool["metadata"]
-    items = (await _json(client.CoreV1Api(api).list_namespaced_pod(
+    items = (await read_json(client.CoreV1Api(api).list_namespaced_pod(
         meta["namespace"], label_selector=statusview.pod_selector(meta["name"]), _preload_content=False)))["items"]
     uid = meta.get("uid")
     return [p for p in items if not uid or any(o.get("uid") == uid for o in p["metadata"].get("ownerReferences") or [])]
@@ -80,7 +80,7 @@ async def pool_pods(api: client.ApiClient, pool: dict) -> list[dict]:
 async def pool_events(api: client.ApiClient, pool: dict) -> list[dict]:
     meta = pool["metadata"]
     selector = f"involvedObject.kind={KIND},involvedObject.name={meta['name']}"
-    return (await _json(client.CoreV1Api(api).list_namespaced_event(
+    return (await read_json(client.CoreV1Api(api).list_namespaced_event(
         meta["namespace"], field_selector=selector, _preload_content=False)))["items"]
 
 

@@ -4,14 +4,13 @@ every case can be rendered in a unit test."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 
 from rewardpool_worker.config import DRAIN_ANNOTATION, WorkerHealth
 
 from .quantity import human
-from .spec import POOL_LABEL
+from .conditions import epoch
+from .spec import POOL_LABEL, Sizing
 
-DEFAULT_WATERMARK = 0.9  # spec.sizing.highWatermark's default: above it Mooncake evicts unread outputs
 EVENTS_SHOWN = 5
 MESSAGE_WIDTH = 160  # one terminal line or so; the full text stays in `kubectl describe`
 # Each condition's healthy status; any other status is shown. Progressing=True is normal during a rollout or
@@ -21,16 +20,6 @@ HAPPY = {"Ready": "True", "InvalidSpec": "False", "NetworkReady": "True", "Degra
 
 
 # ---- small formatting helpers ----------------------------------------------------------------------------------
-def epoch(text: str | None) -> float | None:
-    """RFC 3339 from the API (with or without fractional seconds, as events' eventTime has them)."""
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def age(seconds: float | None) -> str:
     """kubectl's AGE (its HumanDuration): precise while recent, coarser as it grows (42s, 5m12s, 47m, 5h3m,
     30h, 3d4h, 12d)."""
@@ -91,7 +80,7 @@ def unhappy(status: dict) -> list[dict]:
 
 
 def watermark(pool: dict) -> float:
-    return float(((pool.get("spec") or {}).get("sizing") or {}).get("highWatermark") or DEFAULT_WATERMARK)
+    return float(((pool.get("spec") or {}).get("sizing") or {}).get("highWatermark") or Sizing.model_fields["highWatermark"].default)
 
 
 def fill_text(pool: dict) -> str:
