@@ -109,9 +109,13 @@ def scrape_configs(monitors: list[dict], kubeconfig: Path) -> list[dict]:
 
 def pod_job(name: str, namespace: str, labels: dict[str, str], port: str, kubeconfig: Path) -> dict:
     """A plain pod-discovery job (the dev cluster's store master, which no chart of ours monitors)."""
-    return scrape_configs([{"kind": "PodMonitor", "metadata": {"name": name, "namespace": namespace},
-                            "spec": {"selector": {"matchLabels": labels},
-                                     "podMetricsEndpoints": [{"port": port}]}}], kubeconfig)[0] | {"job_name": name}
+    job = scrape_configs([{"kind": "PodMonitor", "metadata": {"name": name, "namespace": namespace},
+                           "spec": {"selector": {"matchLabels": labels},
+                                    "podMetricsEndpoints": [{"port": port}]}}], kubeconfig)[0]
+    for rule in job["relabel_configs"]:
+        if rule.get("target_label") == "job":
+            rule["replacement"] = name
+    return job | {"job_name": name}
 
 
 # ---- the server ------------------------------------------------------------------------------------------------
