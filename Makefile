@@ -11,6 +11,7 @@ deps:
 	bash scripts/tools.sh >/dev/null
 	bash scripts/venv.sh >/dev/null
 	bash devcluster/build.sh >/dev/null
+	bash devcluster/build-prometheus.sh >/dev/null
 	bash devcluster/node-deps.sh
 	# kubelet & co (CPU: Go builds) and the images (network and disk: pip, buildah) build side by side
 	bash devcluster/build-node.sh >/dev/null & node=$$!

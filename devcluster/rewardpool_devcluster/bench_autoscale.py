@@ -246,7 +246,7 @@ def bench_autoscale(args) -> int:
             print(json.dumps({k: ({kk: vv for kk, vv in v.items() if kk != "timeline"} if isinstance(v, dict) else v)
                               for k, v in out.items()}, indent=2))
             if args.out:
-                Path(args.out).write_text(json.dumps(out, indent=2))
+                Path(args.out).write_text(json.dumps(out, separators=(",", ":")))  # compact: it holds the timeline
                 png = plots.autoscale_timeline(out, configs, Path(args.out).with_suffix(".png"))
                 print(f"timeline plot: {png}")
         finally:

@@ -105,7 +105,8 @@ def bench_operator(args) -> int:
 
     urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
     n, workers = args.pools, args.workers
-    nodes = [kwok_node(f"rdma-node-{i}", rdma=True, memory="64Ti", cpu="2000", pods="5000") for i in range(args.nodes)]
+    # capacity never limits: each worker requests a CPU, so 10,000 workers need 10,000 CPUs across the nodes
+    nodes = [kwok_node(f"rdma-node-{i}", rdma=True, memory="64Ti", cpu="20000", pods="5000") for i in range(args.nodes)]
     with tempfile.TemporaryDirectory(prefix="rewardpool-bench-op-") as tmp:
         cluster = LocalCluster(Path(tmp)).start(nodes=nodes)
         op = None
@@ -170,7 +171,7 @@ def bench_operator(args) -> int:
             print(json.dumps({k: ({kk: vv for kk, vv in v.items() if kk != "ready_timeline"} if isinstance(v, dict)
                                   else v) for k, v in out.items()}, indent=2))
             if args.out:
-                Path(args.out).write_text(json.dumps(out, indent=2))
+                Path(args.out).write_text(json.dumps(out, separators=(",", ":")))  # compact: it holds the timeline
                 print(f"timeline plot: {plots.operator_timeline(out, Path(args.out).with_suffix('.png'))}")
         finally:
             if op:

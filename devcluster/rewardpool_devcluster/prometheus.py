@@ -120,9 +120,11 @@ def pod_job(name: str, namespace: str, labels: dict[str, str], port: str, kubeco
 
 # ---- the server ------------------------------------------------------------------------------------------------
 class Prometheus(Supervised):
-    def __init__(self, workdir: Path, scrape: list[dict], port: int | None = None):
+    def __init__(self, workdir: Path, scrape: list[dict], rule_groups: list[dict] | None = None,
+                 port: int | None = None):
         self.workdir = Path(workdir)
         self.scrape = scrape
+        self.rule_groups = rule_groups or []
         self.port = port or free_port()
         self.procs: dict[str, subprocess.Popen] = {}
 
@@ -133,9 +135,11 @@ class Prometheus(Supervised):
     def start(self, timeout: float = 60) -> "Prometheus":
         binary = build()
         self.workdir.mkdir(parents=True, exist_ok=True)
-        cfg = self.workdir / "prometheus.yml"
+        cfg, rules = self.workdir / "prometheus.yml", self.workdir / "rules.yml"
+        rules.write_text(yaml.safe_dump({"groups": self.rule_groups}, sort_keys=False))
         cfg.write_text(yaml.safe_dump({"global": {"scrape_interval": SCRAPE_INTERVAL,
                                                   "evaluation_interval": SCRAPE_INTERVAL},
+                                       "rule_files": [str(rules)],
                                        "scrape_configs": self.scrape}, sort_keys=False))
         logf = open(self.workdir / "prometheus.log", "ab")
         self.procs["prometheus"] = subprocess.Popen(
@@ -197,20 +201,29 @@ class Prometheus(Supervised):
     def active_targets(self) -> list[dict]:
         return self.api("targets", state="active")["activeTargets"]
 
+    def rules(self) -> list[dict]:
+        return [r for g in self.api("rules")["groups"] for r in g["rules"]]
+
 
 # ---- the dev cluster's Prometheus ------------------------------------------------------------------------------
-def chart_monitors() -> list[dict]:
-    """The ServiceMonitor and PodMonitor the chart renders (as installed: same release and namespace)."""
+def chart_monitoring() -> list[dict]:
+    """The ServiceMonitor, PodMonitor and PrometheusRule the chart renders (as installed: same release and
+    namespace)."""
     from .stack import CHART, OPERATOR_NS, RELEASE, tool
 
     out = subprocess.run([tool("helm"), "template", RELEASE, str(CHART), "--namespace", OPERATOR_NS,
-                          "--set", "serviceMonitor.enabled=true"], capture_output=True, text=True, check=True)
-    return [d for d in yaml.safe_load_all(out.stdout) if d and d.get("kind") in ("ServiceMonitor", "PodMonitor")]
+                          "--set", "serviceMonitor.enabled=true", "--set", "prometheusRule.enabled=true"],
+                         capture_output=True, text=True, check=True)
+    return [d for d in yaml.safe_load_all(out.stdout)
+            if d and d.get("kind") in ("ServiceMonitor", "PodMonitor", "PrometheusRule")]
 
 
 def for_dev_cluster(kubeconfig: Path, workdir: Path, infra_ns: str) -> Prometheus:
-    """Workers and operator through the chart's monitors, and the store master (job mooncake-master)."""
-    scrape = scrape_configs(chart_monitors(), kubeconfig)
+    """Workers and operator through the chart's monitors, the store master (job mooncake-master), and the
+    chart's alerting rules."""
+    docs = chart_monitoring()
+    scrape = scrape_configs([d for d in docs if d["kind"] != "PrometheusRule"], kubeconfig)
     scrape.append(pod_job("mooncake-master", infra_ns, {"app.kubernetes.io/name": "mooncake-master"}, "metrics",
                           kubeconfig))
-    return Prometheus(workdir, scrape).start()
+    rules = [g for d in docs if d["kind"] == "PrometheusRule" for g in d["spec"]["groups"]]
+    return Prometheus(workdir, scrape, rules).start()

@@ -207,8 +207,13 @@ def test_service_monitor_on(sets, selector):
     assert sm["spec"]["namespaceSelector"] == selector
     assert sm["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "rewardpool-worker",
                                                      "app.kubernetes.io/component": "workers"}
-    assert sm["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "30s"}]
-    # a ServiceMonitor is read by Prometheus, it grants the operator nothing
+    assert sm["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "30s", "relabelings": [
+        {"sourceLabels": ["__meta_kubernetes_pod_label_rewardpool_io_pool"], "targetLabel": "pool"}]}]
+    (pm,) = by_kind(docs, "PodMonitor")  # the operator's own metrics, per-pool series keeping their namespace
+    assert pm["spec"]["podMetricsEndpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "30s",
+                                                  "honorLabels": True}]
+    assert pm["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"] == "rewardpool-operator"
+    # monitors are read by Prometheus, they grant the operator nothing
     if sets:
         assert_namespace_scope(docs, ["rl-team", "rl-eval"])
     else:
@@ -217,7 +222,9 @@ def test_service_monitor_on(sets, selector):
 
 @pytest.mark.parametrize("sets", [[], ["rbac.scope=namespace", "watchNamespaces={rl-team}"]], ids=["cluster", "namespace"])
 def test_service_monitor_off_renders_none(sets):
-    assert not by_kind(render("serviceMonitor.enabled=false", *sets), "ServiceMonitor")
+    docs = render("serviceMonitor.enabled=false", *sets)
+    assert not by_kind(docs, "ServiceMonitor") and not by_kind(docs, "PodMonitor")
+    assert not by_kind(docs, "PrometheusRule") and not by_kind(docs, "ConfigMap")
 
 
 COMBINATIONS = [

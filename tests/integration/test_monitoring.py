@@ -1,6 +1,7 @@
-"""The chart's ServiceMonitor and PodMonitor (and the dashboard ConfigMap) as rendered by helm are valid
-against prometheus-operator's own CRDs (v0.85.0, from the Go module proxy) on the real API server, and a broken
-one is refused by the same schema. (That a real Prometheus scrapes what they select is tests/realnode.)"""
+"""The chart's ServiceMonitor, PodMonitor and PrometheusRule (and the dashboard ConfigMap) as rendered by helm
+are valid against prometheus-operator's own CRDs (v0.85.0, from the Go module proxy) on the real API server,
+and a broken one is refused by the same schema. (That a real Prometheus scrapes what they select and loads the
+rules is tests/realnode/test_observability.py.)"""
 from __future__ import annotations
 
 import json
@@ -22,7 +23,7 @@ def monitor_crds(chart):
                           timeout=600, env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"})
     assert info.returncode == 0, info.stderr
     crds = Path(json.loads(info.stdout)["Dir"]) / "example" / "prometheus-operator-crd"
-    for kind in ("servicemonitors", "podmonitors"):
+    for kind in ("servicemonitors", "podmonitors", "prometheusrules"):
         kubectl(chart, "apply", "--server-side", "-f", str(crds / f"monitoring.coreos.com_{kind}.yaml"))
         chart.wait_crd_established(f"{kind}.monitoring.coreos.com")
     return crds
@@ -35,9 +36,10 @@ def _render(*sets: str) -> list[dict]:
 
 
 def test_monitors_are_valid_for_prometheus_operator(monitor_crds, chart):
-    docs = [d for d in _render("--set", "serviceMonitor.enabled=true", "--set", "watchNamespaces={rl}")
-            if d["kind"] in ("ServiceMonitor", "PodMonitor")]
-    assert sorted(d["kind"] for d in docs) == ["PodMonitor", "ServiceMonitor"]
+    docs = [d for d in _render("--set", "serviceMonitor.enabled=true", "--set", "watchNamespaces={rl}",
+                               "--set", "prometheusRule.enabled=true")
+            if d["kind"] in ("ServiceMonitor", "PodMonitor", "PrometheusRule")]
+    assert sorted(d["kind"] for d in docs) == ["PodMonitor", "PrometheusRule", "ServiceMonitor"]
     res = kubectl(chart, "apply", "--dry-run=server", "--server-side", "-f", "-", input=yaml.safe_dump_all(docs),
                   check=False)
     assert res.returncode == 0, res.stderr

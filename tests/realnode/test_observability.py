@@ -136,3 +136,16 @@ def test_the_keda_example_query_answers_with_the_pools_demand(prometheus, scored
                  what="the demand hint in the KEDA query")
     finally:
         kube("annotate", "rewardpool", "-n", obs_ns, POOL, "rewardpool.io/expected-outputs-", check=False)
+
+
+def test_the_charts_alerting_rules_load_and_evaluate_without_error(prometheus, scored):
+    rules = wait_for(lambda: (r := prometheus.rules()) and all(x.get("lastEvaluation", "").startswith("20")
+                                                               and not x["lastEvaluation"].startswith("0001")
+                                                               for x in r) and r,
+                     timeout=30, what="every rule evaluated once")
+    assert {r["name"] for r in rules} == {"RewardPoolStoreNearEvictionWatermark", "RewardPoolWorkersMissing",
+                                         "RewardPoolDrainTooLong", "RewardPoolOperatorReconcileErrors",
+                                         "RewardPoolStoreEvictingOutputs"}
+    assert all(r["health"] == "ok" for r in rules), [(r["name"], r.get("lastError")) for r in rules]
+    # a healthy pool after a clean run fires nothing
+    assert [r["name"] for r in rules if r["state"] != "inactive"] == []
