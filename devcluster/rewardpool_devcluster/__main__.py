@@ -108,7 +108,7 @@ def demo() -> int:
     print(k("get", "pods", "-A", "-o", "wide").stdout)
     print(f"export KUBECONFIG={cluster.kubeconfig}   # kubectl from inside the namespace: "
           f"nsenter --net=/run/netns/{node.key} kubectl ...")
-    print(f"rewardpool status -n {ns} pickscore-demo --watch   # the pool live, from inside the namespace too")
+    print(f"nsenter --net=/run/netns/{node.key} rewardpool status -n {ns} pickscore-demo --watch   # the pool, live")
     print(f"Prometheus: nsenter --net=/run/netns/{node.key} curl -s '{prom.url}/api/v1/query' --data-urlencode "
           f"'query=sum by (pool) (rewardpool_worker_scored_outputs_total)'   # the dashboard: "
           "charts/rewardpool-operator/dashboards/rewardpool.json")
