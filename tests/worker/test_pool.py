@@ -216,7 +216,8 @@ def test_entrypoint_with_the_operator_rendered_config_becomes_ready_scores_and_d
         time.sleep(1.5)
         metrics = get("/metrics")[1]
         assert "rewardpool_worker_batches_total 1.0" in metrics
-        assert "rewardpool_worker_buffer_registrations 2.0" in metrics  # one buffer per read slot, registered at start
+        assert "rewardpool_worker_buffer_registrations_total 2.0" in metrics  # one buffer per read slot, registered at start
+        assert "rewardpool_worker_scored_outputs_total{scorer=\"mean-intensity\"} 1.0" in metrics
         assert "rewardpool_worker_warmup_seconds " in metrics and ready["warmup_seconds"] is not None
         assert get("/healthz")[0] == 200
 
