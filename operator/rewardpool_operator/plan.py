@@ -64,6 +64,7 @@ class Plan:
     active: int = 0
     ready: int = 0
     draining: int = 0
+    oldest_drain_seconds: float = 0.0  # age of the oldest drain in progress (a metric, not status)
     stale: int = 0
     lost: int = 0
     unschedulable: str = ""
@@ -124,6 +125,8 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
     active = [x for x in live if _name(x) not in lost_names]
     draining = [x for x in active if DRAIN_ANNOTATION in (x["metadata"].get("annotations") or {})]
     serving = [x for x in active if x not in draining]
+    started_at = {_name(x): C.epoch(x["metadata"]["annotations"][DRAIN_ANNOTATION]) or now for x in draining}
+    p.oldest_drain_seconds = max((now - t for t in started_at.values()), default=0.0)
     per_worker = observed.signals.per_worker
 
     for pod, why in lost:  # dead either way: cleaned up even while the pool is blocked (not replaced then)
@@ -148,9 +151,8 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
 
         for pod in draining:
             name = _name(pod)
-            started = C.epoch(pod["metadata"]["annotations"][DRAIN_ANNOTATION]) or now
             v = drain_mod.verdict(name, observed.health.get(name), sizing.per_worker_bytes > 0,
-                                  observed.segment_used.get(name), now - started, spec.drainTimeoutSeconds,
+                                  observed.segment_used.get(name), now - started_at[name], spec.drainTimeoutSeconds,
                                   observed.unreachable_for.get(name, 0.0), is_ready(pod))
             if v.action == "delete":
                 p.delete.append((name, "Normal" if v.reason == "Drained" else "Warning", "WorkerDeleted",

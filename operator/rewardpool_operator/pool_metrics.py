@@ -20,7 +20,7 @@ _GAUGES = (QUEUE_DEPTH, PENDING_BYTES, DEMAND_HINT, STORE_FILL, STORE_WATERMARK,
 
 
 def record(namespace: str, pool: str, status: dict, spec_replicas: int, watermark: float,
-           drain_ages: list[float]) -> None:
+           oldest_drain_seconds: float) -> None:
     labels = (namespace, pool)
     QUEUE_DEPTH.labels(*labels).set(status.get("queueDepth") or 0)
     PENDING_BYTES.labels(*labels).set(status.get("pendingBytes") or 0)
@@ -31,7 +31,7 @@ def record(namespace: str, pool: str, status: dict, spec_replicas: int, watermar
     DESIRED.labels(*labels).set(status.get("desiredReplicas", spec_replicas))
     READY.labels(*labels).set(status.get("readyReplicas") or 0)
     DRAINING.labels(*labels).set(status.get("drainingReplicas") or 0)
-    OLDEST_DRAIN.labels(*labels).set(max(drain_ages, default=0.0))
+    OLDEST_DRAIN.labels(*labels).set(oldest_drain_seconds)
     for direction in ("up", "down"):  # both present from the start: rate() and increase() see a series
         SCALE_EVENTS.labels(*labels, direction)
 

@@ -90,10 +90,8 @@ async def reconcile(kube: Kube, cached: dict, nodes: dict[str, dict] | None = No
                              f"{ref[0]}/{ref[1]}" if ref else "")
     scaled = any(r == "Scaled" for _, r, _ in events)  # our own /scale write moved the resourceVersion
     await _write(kube, body, old, new, events + status_mod.warnings(old, new), check_version=not scaled)
-    drain_ages = [time.time() - (C.epoch(a[DRAIN_ANNOTATION]) or time.time()) for x in observed.pods
-                  if DRAIN_ANNOTATION in (a := x["metadata"].get("annotations") or {})]
     pool_metrics.record(pool.namespace, pool.name, new, pool.spec.replicas, sizing_mod.high_watermark(pool.spec),
-                        drain_ages)
+                        p.oldest_drain_seconds)
     return new
 
 

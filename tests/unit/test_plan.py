@@ -130,6 +130,12 @@ def test_drain_verdicts_delete_only_when_nothing_is_lost():
     assert deleted(pl) == ["c"]  # d's segment holds outputs; e went silent a moment ago
 
 
+def test_oldest_drain_age_is_planned_for_the_metric():
+    assert run([pod("a"), pod("b")]).oldest_drain_seconds == 0.0
+    pl = run([pod("a"), pod("b", drain=30), pod("c", drain=90)], health={"b": None, "c": None})
+    assert pl.oldest_drain_seconds == pytest.approx(90, abs=1)
+
+
 def test_pods_created_count_as_unavailable_so_scale_up_and_roll_do_not_overlap():
     pl = run([pod("a", hash_="old"), pod("b", hash_="old")], replicas=3)
     assert pl.create == 1 and pl.drain == []
