@@ -1,6 +1,8 @@
 """Per-pool reconcile loops: each pool gets one task that runs `reconcile` whenever something about it
 changes (the pool, its pods, its attachment) and at least every RESYNC seconds. One task per pool means
-reconciles of a pool never overlap; a burst of events coalesces into one run. Loops run only while this
+reconciles of a pool never overlap; a burst of events coalesces into one run. A change to the pool itself
+(not its status, which this operator writes) or its attachment asks for a full reconcile, in which the
+owned objects are read and ensured; a pod event asks only for pods and status to be looked at again. Loops run only while this
 replica leads (see leader.py); pools are still tracked while it stands by, so a takeover starts at once."""
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ from rewardpool_worker.config import OperatorMetricNames as M
 
 from . import pool_metrics
 from .kube import Kube
+from .podcache import PodCache
 from .reconcile import Memo, reconcile
+from .watches import NodeCache
 
 log = logging.getLogger("rewardpool.operator")
 RESYNC_SECONDS = 60.0
@@ -23,12 +27,14 @@ FAST_SECONDS = 5.0  # how often a pool that autoscales or drains workers is look
 
 
 class Controller:
-    def __init__(self, kube: Kube, resync: float = RESYNC_SECONDS, nodes=None):
+    def __init__(self, kube: Kube, pods: PodCache, nodes: NodeCache, resync: float = RESYNC_SECONDS):
         self.kube = kube
         self.resync = resync
-        self.nodes = nodes  # a watches.NodeCache, or None to list nodes in each reconcile
+        self.pods = pods
+        self.nodes = nodes
         self.leading = True
         self.bodies: dict[tuple[str, str], dict] = {}
+        self.full: set[tuple[str, str]] = set()  # pools whose owned objects are to be ensured at the next pass
         self.memos: dict[tuple[str, str], Memo] = {}
         self.wake: dict[tuple[str, str], asyncio.Event] = {}
         self.tasks: dict[tuple[str, str], asyncio.Task] = {}
@@ -39,10 +45,15 @@ class Controller:
             # Owned objects go with the pool through owner references (garbage collection).
             self.bodies.pop(key, None)
             self.memos.pop(key, None)
+            self.pods.forget(*key)
             self._stop(key)
             pool_metrics.forget(*key)
             return
+        before = self.bodies.get(key)
         self.bodies[key] = dict(body)
+        if before is not None and _identity(before) == _identity(body):
+            return  # only the status moved: this operator's own write, nothing to do
+        self.full.add(key)
         self._start(key)
 
     def _start(self, key: tuple[str, str]) -> None:
@@ -57,14 +68,23 @@ class Controller:
             task.cancel()
         self.wake.pop(key, None)
 
-    def trigger(self, namespace: str, name: str) -> None:
+    def trigger(self, namespace: str, name: str, full: bool = False) -> None:
         ev = self.wake.get((namespace, name))
         if ev is not None:
+            if full:
+                self.full.add((namespace, name))
             ev.set()
+
+    def trigger_all(self, namespace: str | None) -> None:
+        """Every pool in the namespace (all when None): after a pod relist, which may have dropped pods."""
+        for ns, name in list(self.bodies):
+            if namespace is None or ns == namespace:
+                self.trigger(ns, name)
 
     async def lead(self) -> None:
         self.leading = True
         for key in list(self.bodies):
+            self.full.add(key)
             self._start(key)
 
     async def stand_by(self) -> None:
@@ -90,12 +110,14 @@ class Controller:
             body = self.bodies.get(key)
             if body is None:
                 return
+            full = key in self.full
+            self.full.discard(key)
             try:
-                if self.nodes is not None:
-                    await self.nodes.synced.wait()
+                await self.nodes.synced.wait()
+                await self.pods.synced.wait()
                 with RECONCILE_SECONDS.time():
-                    status = await reconcile(self.kube, body, self.nodes.nodes if self.nodes else None,
-                                             self.memos.setdefault(key, Memo()))
+                    status = await reconcile(self.kube, body, self.nodes.nodes, self.pods,
+                                             self.memos.setdefault(key, Memo()), full=full)
                 RECONCILES.labels("ok").inc()
                 backoff = 1.0
             except asyncio.CancelledError:
@@ -105,11 +127,15 @@ class Controller:
                     RECONCILES.labels("conflict").inc()
                     ev.set()
                     continue
+                if full:
+                    self.full.add(key)
                 self._failed(key, e)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 60)
                 ev.set()
             except Exception as e:  # never let one pool's failure stop the operator
+                if full:
+                    self.full.add(key)
                 self._failed(key, e)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 60)
@@ -126,3 +152,9 @@ class Controller:
         await asyncio.gather(*tasks, return_exceptions=True)
         self.tasks.clear()
         self.wake.clear()
+
+
+def _identity(body: dict) -> tuple:
+    """What a change to the pool itself moves: spec (generation), labels, annotations (a demand hint, a poke)."""
+    meta = body["metadata"]
+    return meta.get("generation"), meta.get("labels"), meta.get("annotations"), meta.get("deletionTimestamp")

@@ -15,6 +15,7 @@ import kopf
 from .controller import Controller
 from .kube import NAD, Kube
 from .leader import LeaderElector
+from .podcache import PodCache
 from .spec import GROUP, PLURAL, POOL_LABEL, VERSION
 from .watches import NodeCache, watch_pool_pods
 
@@ -41,15 +42,24 @@ async def startup(settings: kopf.OperatorSettings, **_):
         settings.scanning.disabled = True
     kube = await Kube.connect()
     nodes = NodeCache()
-    controller = Controller(kube, nodes=nodes)
+    pods = PodCache(scopes=max(1, len(OPTIONS["namespaces"])))
+    controller = Controller(kube, pods, nodes)
     tasks = [nodes.start(kube.core)]
 
-    def pod_changed(_type: str, pod: dict) -> None:
-        pool = (pod["metadata"].get("labels") or {}).get(POOL_LABEL)
-        if pool:
-            controller.trigger(pod["metadata"]["namespace"], pool)
+    def pod_handler(scope: str | None):
+        cache = pods.handler(scope)
 
-    tasks += watch_pool_pods(kube.core, OPTIONS["namespaces"], pod_changed)
+        def changed(type_: str, pod: dict) -> None:
+            cache(type_, pod)
+            if type_ == "LISTED":
+                controller.trigger_all(scope)
+                return
+            pool = (pod["metadata"].get("labels") or {}).get(POOL_LABEL)
+            if pool and type_ != "SYNC":
+                controller.trigger(pod["metadata"]["namespace"], pool)
+        return changed
+
+    tasks += watch_pool_pods(kube.core, OPTIONS["namespaces"], pod_handler)
     elector = None
     if OPTIONS["lease_namespace"]:
         controller.leading = False
@@ -80,4 +90,4 @@ async def pool_changed(event, body, **_):
 
 @kopf.on.event(*NAD, labels={POOL_LABEL: kopf.PRESENT})
 async def attachment_changed(namespace, labels, **_):
-    _state["controller"].trigger(namespace, labels[POOL_LABEL])
+    _state["controller"].trigger(namespace, labels[POOL_LABEL], full=True)

@@ -49,10 +49,6 @@ class Kube:
         await self.api.close()
 
     # pods
-    async def list_pods(self, namespace: str, selector: str) -> list[dict]:
-        return (await read_json(self.core.list_namespaced_pod(namespace, label_selector=selector,
-                                                          _preload_content=False)))["items"]
-
     async def create_pod(self, namespace: str, pod: dict) -> dict:
         API_WRITES.labels("pod").inc()
         return await read_json(self.core.create_namespaced_pod(namespace, pod, _preload_content=False))
@@ -83,10 +79,6 @@ class Kube:
         API_WRITES.labels("secret").inc()
         return await read_json(self.core.create_namespaced_secret(secret["metadata"]["namespace"], secret,
                                                               _preload_content=False))
-
-    # nodes
-    async def list_nodes(self, selector: str) -> list[dict]:
-        return (await read_json(self.core.list_node(label_selector=selector, _preload_content=False)))["items"]
 
     # services and disruption budgets: create, or patch the spec when it lacks what we want
     async def _ensure(self, obj: dict, kind: str, read, create, patch) -> str:

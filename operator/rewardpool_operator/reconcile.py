@@ -1,9 +1,13 @@
 """One level-based reconcile of one pool, in named steps: read the pool -> ensure the owned objects (network
-attachment, Service, disruption budget, control token) -> observe (nodes, pods, signals, draining workers)
--> plan (pure, `plan.py`) -> apply the plan's writes -> status (pure, `status.py`). Safe to run any number
-of times; writes nothing when nothing changed. Pods are created by the operator itself so that it, not a
-ReplicaSet, chooses which worker goes. API errors on pod writes are folded into a ReplicaFailure condition
-instead of aborting the pass."""
+attachment, Service, disruption budget, control token) -> observe (nodes and pods from the watches' caches,
+signals, draining workers) -> plan (pure, `plan.py`) -> apply the plan's writes -> status (pure,
+`status.py`). Safe to run any number of times; writes nothing when nothing changed. Pods are created by the
+operator itself so that it, not a ReplicaSet, chooses which worker goes. API errors on pod writes are folded
+into a ReplicaFailure condition instead of aborting the pass.
+
+What a reconcile reads is sized for thousands of pools: pods and nodes come from watches (`podcache.py`,
+`watches.py`), never a LIST; the owned objects are read and ensured when the pool itself changed, on an
+attachment event and every OWNED_RESYNC_SECONDS, not on each pod event."""
 from __future__ import annotations
 
 import logging
@@ -29,32 +33,46 @@ from .builders import (attachment_ref, control_secret, control_token, disruption
 from .autoscaler import History
 from .kube import Kube, NadCrdMissing, api_message
 from .plan import Network, Observed, Plan, plan
+from .podcache import CREATE, DELETE, DRAIN, PodCache
 from .rollout import is_ready, pod_ip
 from .sizing import Problem
 from .spec import Pool
 
 log = logging.getLogger("rewardpool.operator")
 PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
+OWNED_RESYNC_SECONDS = 60.0
+NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand: no vowels, no look-alikes
+
+
+@dataclass
+class Owned:
+    """What ensuring the owned objects found, kept until they are looked at again."""
+    network: Network
+    token: str | None
+    problems: list[Problem]
+    generation: int
+    at: float
 
 
 @dataclass
 class Memo:
     """What the operator remembers between reconciles of a pool (lost on restart, which only makes it more
-    careful): when a draining worker went silent, and the store name each worker reported."""
+    careful): when a draining worker went silent, the store name each worker reported, the autoscaler's
+    history and what the owned objects looked like."""
     silent_since: dict[str, float] = field(default_factory=dict)
     store_hostname: dict[str, str] = field(default_factory=dict)
     autoscaler: History = field(default_factory=History)
+    owned: Owned | None = None
 
 
-async def reconcile(kube: Kube, cached: dict, nodes: dict[str, dict] | None = None, memo: Memo | None = None) \
-        -> dict | None:
+async def reconcile(kube: Kube, cached: dict, nodes: dict[str, dict], pods: PodCache, memo: Memo,
+                    full: bool = True) -> dict | None:
     """Reconcile one pool; returns the status it wrote (or would have written). It reads the pool afresh:
-    the watch's copy can lag behind this operator's own last status write. `nodes` comes from the node
-    watch (read here when absent)."""
+    the watch's copy can lag behind this operator's own last status write. `full` asks for the owned
+    objects to be ensured now (the pool or its attachment changed)."""
     body = await kube.get_pool(cached["metadata"]["namespace"], cached["metadata"]["name"])
     if body is None or body["metadata"].get("deletionTimestamp"):
         return None
-    memo = memo or Memo()
     old = body.get("status") or {}
     gen = body["metadata"].get("generation", 0)
     try:
@@ -66,27 +84,29 @@ async def reconcile(kube: Kube, cached: dict, nodes: dict[str, dict] | None = No
         return new
 
     events: list[tuple[str, str, str]] = []
-    network = await _ensure_network(kube, pool, events)
-    await _ensure_owned(kube, pool, events)
-    token, token_problem = await _ensure_control_token(kube, pool, events)
+    owned = memo.owned
+    if full or owned is None or owned.generation != gen or time.monotonic() - owned.at > OWNED_RESYNC_SECONDS:
+        owned = memo.owned = await _ensure_owned(kube, pool, gen, events)
 
-    if nodes is None:
-        nodes = {n["metadata"]["name"]: n for n in await kube.list_nodes("")}
-    problems = validate.findings(pool.spec, sizing, _rdma_nodes(pool, nodes))
-    problems += [x for x in (token_problem, await _pod_security(kube, pool)) if x is not None]
-    observed = await _observe(kube, pool, nodes, memo)
+    problems = validate.findings(pool.spec, sizing, _rdma_nodes(pool, nodes)) + owned.problems
+    observed = await _observe(pool, nodes, pods, memo)
     observed.annotations = body["metadata"].get("annotations") or {}
     problems += podstatus.container_problems(observed.pods)  # image pulls, crash loops: said, not silent
 
     template = pod_template(pool, sizing)
     p = plan(pool, sizing, template, template_hash(template), observed, validate.blocks_workers(problems),
-             network, old)
-    failures = await _apply(kube, pool, p, observed, token, events)
-    if p.scale is not None:
-        memo.autoscaler = p.scale.history
+             owned.network, old)
+    waiting = pods.unsettled(pool.namespace, pool.name)
+    if waiting:  # the cache does not show our own last writes yet: plan again when it does, write nothing now
+        log.debug("pool %s/%s waits to see its writes to %s", pool.namespace, pool.name, ", ".join(waiting))
+        failures: list[tuple[str, str]] = []
+    else:
+        failures = await _apply(kube, pool, p, observed, pods, owned.token, events)
+        if p.scale is not None:
+            memo.autoscaler = p.scale.history
 
     ref = attachment_ref(pool)
-    new = status_mod.compute(pool, sizing, problems, network, p, observed.signals, failures, old, gen,
+    new = status_mod.compute(pool, sizing, problems, owned.network, p, observed.signals, failures, old, gen,
                              f"{ref[0]}/{ref[1]}" if ref else "")
     scaled = any(r == "Scaled" for _, r, _ in events)  # our own /scale write moved the resourceVersion
     await _write(kube, body, old, new, events + status_mod.warnings(old, new), check_version=not scaled)
@@ -119,7 +139,15 @@ async def _ensure_network(kube: Kube, pool: Pool, events: list) -> Network:
                        "worker pods are not created until the RoCE network can be attached")
 
 
-async def _ensure_owned(kube: Kube, pool: Pool, events: list) -> None:
+async def _ensure_owned(kube: Kube, pool: Pool, generation: int, events: list) -> Owned:
+    network = await _ensure_network(kube, pool, events)
+    await _ensure_service_and_budget(kube, pool, events)
+    token, token_problem = await _ensure_control_token(kube, pool, events)
+    problems = [x for x in (token_problem, await _pod_security(kube, pool)) if x is not None]
+    return Owned(network, token, problems, generation, time.monotonic())
+
+
+async def _ensure_service_and_budget(kube: Kube, pool: Pool, events: list) -> None:
     if await kube.ensure_service(headless_service(pool)) == "created":
         events.append(("Normal", "ServiceCreated", f"created headless service {pool.name}-workers"))
     if await kube.ensure_pdb(disruption_budget(pool)) == "created":
@@ -158,8 +186,8 @@ async def _pod_security(kube: Kube, pool: Pool) -> Problem | None:
     return None
 
 
-async def _observe(kube: Kube, pool: Pool, nodes: dict[str, dict], memo: Memo) -> Observed:
-    pods = [x for x in await kube.list_pods(pool.namespace, pool.selector_string)
+async def _observe(pool: Pool, nodes: dict[str, dict], cache: PodCache, memo: Memo) -> Observed:
+    pods = [x for x in cache.pods(pool.namespace, pool.name)
             if any(o.get("controller") and o.get("uid") == pool.uid for o in x["metadata"].get("ownerReferences") or [])
             or not pool.uid]
     live = [x for x in pods if not x["metadata"].get("deletionTimestamp")]
@@ -190,22 +218,27 @@ async def _observe(kube: Kube, pool: Pool, nodes: dict[str, dict], memo: Memo) -
 
 
 # ---- apply -----------------------------------------------------------------------------------------------------
-async def _apply(kube: Kube, pool: Pool, p: Plan, observed: Observed, token: str | None, events: list) \
-        -> list[tuple[str, str]]:
-    """Carry out the plan; an API refusal stops that kind of write for this pass and is reported."""
+async def _apply(kube: Kube, pool: Pool, p: Plan, observed: Observed, cache: PodCache, token: str | None,
+                 events: list) -> list[tuple[str, str]]:
+    """Carry out the plan; an API refusal stops that kind of write for this pass and is reported. Each pod
+    write is expected in the cache before it goes out (see podcache.py)."""
     failures: list[tuple[str, str]] = []
     ns, by_name = pool.namespace, {x["metadata"]["name"]: x for x in observed.pods}
     for name, type_, reason, message in p.delete:
+        cache.expect(ns, pool.name, name, DELETE)
         try:
             await kube.delete_pod(ns, name)
             events.append((type_, reason, message))
         except ApiException as e:
+            cache.settle(ns, pool.name, name)
             failures.append(("FailedDelete", f"deleting pod {name}: {api_message(e)}"))
             break
     for name, why in p.drain:
+        cache.expect(ns, pool.name, name, DRAIN)
         try:
             await kube.annotate_pod(ns, name, {DRAIN_ANNOTATION: C.now()})
         except ApiException as e:
+            cache.settle(ns, pool.name, name)
             failures.append(("FailedDrain", f"marking pod {name} for draining: {api_message(e)}"))
             break
         ip = pod_ip(by_name[name])
@@ -213,9 +246,14 @@ async def _apply(kube: Kube, pool: Pool, p: Plan, observed: Observed, token: str
             await signals_mod.request_drain(ip, token)
         events.append(("Normal", "WorkerDraining", f"draining worker pod {name} ({why}): no new batches"))
     for _ in range(p.create):
+        meta = {k: v for k, v in p.template["metadata"].items() if k != "generateName"}
+        pod = {**p.template, "metadata": {**meta, "name": _new_name(p.template)}}
+        cache.expect(ns, pool.name, pod["metadata"]["name"], CREATE)
         try:
-            created = await kube.create_pod(ns, p.template)
+            created = await kube.create_pod(ns, pod)
         except ApiException as e:
+            if e.status != 504:  # a timeout may still have created it: the watch will say
+                cache.settle(ns, pool.name, pod["metadata"]["name"])
             # The API server names the pod it generated: leave the name out so one cause is one message.
             msg = re.sub(rf'"{re.escape(pool.name)}-[a-z0-9]{{5}}"', f'"{pool.name}-*"', api_message(e))
             failures.append(("FailedCreate", f"creating a worker pod: {msg}"))
@@ -231,6 +269,13 @@ async def _apply(kube: Kube, pool: Pool, p: Plan, observed: Observed, token: str
             if e.status != 409:  # a conflict: someone else scaled; the next reconcile decides again
                 raise
     return failures
+
+
+def _new_name(template: dict) -> str:
+    """generateName's rule (the API server's: base cut to 58 characters, 5 random from its alphabet), drawn
+    here so the name is known, and expected, before the create goes out."""
+    base = template["metadata"]["generateName"][:58]
+    return base + "".join(secrets.choice(NAME_ALPHABET) for _ in range(5))
 
 
 # ---- status ----------------------------------------------------------------------------------------------------

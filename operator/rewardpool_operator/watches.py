@@ -1,6 +1,6 @@
 """The operator's own watches, where kopf would filter on the client: pods by a server-side label selector
-(only the pools' pods stream in, not every pod in the cluster), and nodes into a cache the reconciles read
-(no node list per reconcile). Each is list-then-watch from the list's resourceVersion, restarted on errors
+(only the pools' pods stream in, not every pod in the cluster) into podcache.PodCache, and nodes into a
+cache; the reconciles read both and list neither. Each is list-then-watch from the list's resourceVersion, restarted on errors
 and on 410 Gone, as client-go's reflector does."""
 from __future__ import annotations
 
@@ -56,12 +56,14 @@ async def _call(handler: Handler, type_: str, obj: dict) -> None:
         await res
 
 
-def watch_pool_pods(core: client.CoreV1Api, namespaces: list[str], handler: Handler) -> list[asyncio.Task]:
-    """Pods that carry the pool label, in the given namespaces (all when empty)."""
+def watch_pool_pods(core: client.CoreV1Api, namespaces: list[str],
+                    handler_for: Callable[[str | None], Handler]) -> list[asyncio.Task]:
+    """Pods that carry the pool label, in the given namespaces (all when empty); `handler_for(scope)` gives
+    each watch its handler (scope: its namespace, None for all)."""
     if not namespaces:
-        return [asyncio.create_task(_reflect(core.list_pod_for_all_namespaces, handler, "pod",
+        return [asyncio.create_task(_reflect(core.list_pod_for_all_namespaces, handler_for(None), "pod",
                                              label_selector=POOL_LABEL), name="watch pods")]
-    return [asyncio.create_task(_reflect(core.list_namespaced_pod, handler, f"pod ({ns})", namespace=ns,
+    return [asyncio.create_task(_reflect(core.list_namespaced_pod, handler_for(ns), f"pod ({ns})", namespace=ns,
                                          label_selector=POOL_LABEL), name=f"watch pods {ns}")
             for ns in namespaces]
 
