@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import copy
 import json
+from collections import Counter
 import os
 import statistics
 import tempfile
 import threading
 import time
 from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from . import plots
 from .bench_ready import pool
@@ -35,6 +38,25 @@ def _rss_mib(pid: int) -> int:
     except OSError:
         pass
     return 0
+
+
+def _requests(api, token: str) -> Counter:
+    """The API server's own request counts by verb and resource, from its /metrics."""
+    resp = api.call_api("GET", api.configuration.host + "/metrics", header_params={"authorization": f"Bearer {token}"})
+    text = resp.read().decode()
+    if resp.status != 200:
+        raise RuntimeError(f"apiserver /metrics: {resp.status} {text[:200]}")
+    out: Counter = Counter()
+    for fam in text_string_to_metric_families(text):
+        if fam.name == "apiserver_request":
+            for s in fam.samples:
+                if s.name == "apiserver_request_total":
+                    out[f"{s.labels.get('verb')} {s.labels.get('resource')}"] += int(s.value)
+    return out
+
+
+def _busiest(before: Counter, after: Counter, n: int = 8) -> dict[str, int]:
+    return dict((after - before).most_common(n))
 
 
 def _pool_body(name: str, workers: int) -> dict:
@@ -120,6 +142,7 @@ def bench_operator(args) -> int:
 
             if args.baseline == "replicaset":
                 core.create_namespace({"metadata": {"name": "baseline"}})
+                req0 = _requests(api, cluster.admin_token)
 
                 def rs_ready() -> tuple[list[str], int]:
                     items = apps.list_namespaced_replica_set("baseline").items
@@ -129,6 +152,7 @@ def bench_operator(args) -> int:
                               rs_ready, args.timeout, "replicaset")
                 rs["pods_per_s"] = round(n * workers / rs["all_ready_s"], 1)
                 rs["kube_controller_manager_rss_mib"] = _rss_mib(cluster.procs["kube-controller-manager"].pid)
+                rs["apiserver_requests"] = _busiest(req0, _requests(api, cluster.admin_token))
                 out["replicaset"] = rs
                 core.delete_namespace("baseline")  # its pods go before the pools come
                 while any(ns.metadata.name == "baseline" for ns in core.list_namespace().items):
@@ -138,6 +162,7 @@ def bench_operator(args) -> int:
             time.sleep(2)
             idle_mib = _rss_mib(op.proc.pid)
             core.create_namespace({"metadata": {"name": "bench"}})
+            req0 = _requests(api, cluster.admin_token)
 
             def pools_ready() -> tuple[list[str], int]:
                 items = co.list_namespaced_custom_object("rewardpool.io", "v1alpha1", "bench", "rewardpools")["items"]
@@ -149,6 +174,7 @@ def bench_operator(args) -> int:
                 "rewardpool.io", "v1alpha1", "bench", "rewardpools", _pool_body(name, workers)),
                 pools_ready, args.timeout, "rewardpool")
             rp["pods_per_s"] = round(n * workers / rp["all_ready_s"], 1)
+            rp["apiserver_requests"] = _busiest(req0, _requests(api, cluster.admin_token))
             time.sleep(10)  # let the last status writes and events settle
             w0, r0 = op.metric("rewardpool_operator_api_writes_total"), op.metric("rewardpool_operator_reconciles_total")
             time.sleep(args.steady)

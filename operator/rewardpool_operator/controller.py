@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 
 from kubernetes_asyncio.client.exceptions import ApiException
 from rewardpool_worker.config import OperatorMetricNames as M
@@ -23,7 +24,8 @@ log = logging.getLogger("rewardpool.operator")
 RESYNC_SECONDS = 60.0
 RECONCILES = M.RECONCILES.make()
 RECONCILE_SECONDS = M.RECONCILE_SECONDS.make()
-FAST_SECONDS = 5.0  # how often a pool that autoscales or drains workers is looked at again
+FAST_SECONDS = 5.0
+MIN_GAP_SECONDS = 0.25  # how often a pool that autoscales or drains workers is looked at again
 
 
 class Controller:
@@ -50,11 +52,18 @@ class Controller:
             pool_metrics.forget(*key)
             return
         before = self.bodies.get(key)
-        self.bodies[key] = dict(body)
-        if before is not None and _identity(before) == _identity(body):
+        self.keep(key, body)
+        if before is not None and _identity(before) == _identity(self.bodies[key]):
             return  # only the status moved: this operator's own write, nothing to do
         self.full.add(key)
         self._start(key)
+
+    def keep(self, key: tuple[str, str], body: dict) -> None:
+        """Keep the newer copy of a pool: the watch's, or the one this operator's own status write returned
+        (the watch delivers that a moment later, and an older event may still be on its way)."""
+        before = self.bodies.get(key)
+        if before is None or _version(body) >= _version(before):
+            self.bodies[key] = dict(body)
 
     def _start(self, key: tuple[str, str]) -> None:
         if self.leading and key not in self.tasks:
@@ -97,6 +106,8 @@ class Controller:
         ev = self.wake[key]
         backoff = 1.0
         status: dict | None = None
+        last = 0.0
+        stale = False
         while key in self.bodies:
             auto = ((self.bodies.get(key) or {}).get("spec") or {}).get("autoscaling") or {}
             busy = auto.get("enabled") or (status or {}).get("drainingReplicas") or \
@@ -106,6 +117,9 @@ class Controller:
                 await asyncio.wait_for(ev.wait(), timeout=period * random.uniform(0.9, 1.1))
             except asyncio.TimeoutError:
                 pass
+            # A pool's pods change in bursts (created, scheduled, Ready one by one): coalesce what comes
+            # within MIN_GAP_SECONDS of the last pass into the next one, so a burst is a write or two.
+            await asyncio.sleep(max(0.0, last + MIN_GAP_SECONDS - time.monotonic()))
             ev.clear()
             body = self.bodies.get(key)
             if body is None:
@@ -113,11 +127,21 @@ class Controller:
             full = key in self.full
             self.full.discard(key)
             try:
+                if stale:  # our copy lost a race (409): read the pool once instead of waiting for the watch
+                    fresh = await self.kube.get_pool(*key)
+                    stale = False
+                    if fresh is None:
+                        continue  # deleted: the watch says so in a moment
+                    self.keep(key, fresh)
+                    body = self.bodies.get(key) or fresh
                 await self.nodes.synced.wait()
                 await self.pods.synced.wait()
                 with RECONCILE_SECONDS.time():
-                    status = await reconcile(self.kube, body, self.nodes.nodes, self.pods,
-                                             self.memos.setdefault(key, Memo()), full=full)
+                    status, written = await reconcile(self.kube, body, self.nodes.nodes, self.pods,
+                                                      self.memos.setdefault(key, Memo()), full=full)
+                last = time.monotonic()
+                if written is not None and key in self.bodies:
+                    self.keep(key, written)
                 RECONCILES.labels("ok").inc()
                 backoff = 1.0
             except asyncio.CancelledError:
@@ -125,6 +149,9 @@ class Controller:
             except ApiException as e:
                 if e.status == 409:  # the pool changed under this reconcile: look again with the new one
                     RECONCILES.labels("conflict").inc()
+                    if full:
+                        self.full.add(key)
+                    stale = True
                     ev.set()
                     continue
                 if full:
@@ -158,3 +185,11 @@ def _identity(body: dict) -> tuple:
     """What a change to the pool itself moves: spec (generation), labels, annotations (a demand hint, a poke)."""
     meta = body["metadata"]
     return meta.get("generation"), meta.get("labels"), meta.get("annotations"), meta.get("deletionTimestamp")
+
+
+def _version(body: dict) -> int:
+    """etcd's resourceVersions grow; the API calls them opaque, so one that is not a number never wins."""
+    try:
+        return int(body["metadata"].get("resourceVersion") or 0)
+    except ValueError:
+        return 0

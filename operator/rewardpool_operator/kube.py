@@ -152,13 +152,14 @@ class Kube:
             raise
 
     async def patch_pool_status(self, namespace: str, name: str, status: dict,
-                                resource_version: str | None = None) -> None:
-        """With a resourceVersion, the write fails (409) if the pool changed since it was read."""
+                                resource_version: str | None = None) -> dict:
+        """With a resourceVersion, the write fails (409) if the pool changed since it was read. Returns the
+        pool as written."""
         API_WRITES.labels("status").inc()
         body: dict = {"status": status}
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
-        await read_json(self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, name,
+        return await read_json(self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, name,
                                                                       body, _preload_content=False,
                                                                       _content_type=MERGE))
 

@@ -65,14 +65,14 @@ class Memo:
     owned: Owned | None = None
 
 
-async def reconcile(kube: Kube, cached: dict, nodes: dict[str, dict], pods: PodCache, memo: Memo,
-                    full: bool = True) -> dict | None:
-    """Reconcile one pool; returns the status it wrote (or would have written). It reads the pool afresh:
-    the watch's copy can lag behind this operator's own last status write. `full` asks for the owned
-    objects to be ensured now (the pool or its attachment changed)."""
-    body = await kube.get_pool(cached["metadata"]["namespace"], cached["metadata"]["name"])
-    if body is None or body["metadata"].get("deletionTimestamp"):
-        return None
+async def reconcile(kube: Kube, body: dict, nodes: dict[str, dict], pods: PodCache, memo: Memo,
+                    full: bool = True) -> tuple[dict | None, dict | None]:
+    """Reconcile one pool from the newest copy the controller holds; returns the status it computed and the
+    pool as its status write returned it (None when nothing was written). A copy that turns out stale
+    makes the status write fail with 409 (it is written over the resourceVersion read), and the controller
+    reads the pool again. `full` asks for the owned objects to be ensured now."""
+    if body["metadata"].get("deletionTimestamp"):
+        return None, None
     old = body.get("status") or {}
     gen = body["metadata"].get("generation", 0)
     try:
@@ -80,8 +80,7 @@ async def reconcile(kube: Kube, cached: dict, nodes: dict[str, dict], pods: PodC
         sizing = sizing_mod.compute(pool.spec, basis=sizing_mod.recorded_basis(pool.spec, old))
     except (ValidationError, ValueError) as e:  # admission should have caught it; never crash
         new = status_mod.invalid(str(e).replace("\n", "; "), old, gen)
-        await _write(kube, body, old, new, status_mod.warnings(old, new))
-        return new
+        return new, await _write(kube, body, old, new, status_mod.warnings(old, new))
 
     events: list[tuple[str, str, str]] = []
     owned = memo.owned
@@ -109,10 +108,10 @@ async def reconcile(kube: Kube, cached: dict, nodes: dict[str, dict], pods: PodC
     new = status_mod.compute(pool, sizing, problems, owned.network, p, observed.signals, failures, old, gen,
                              f"{ref[0]}/{ref[1]}" if ref else "")
     scaled = any(r == "Scaled" for _, r, _ in events)  # our own /scale write moved the resourceVersion
-    await _write(kube, body, old, new, events + status_mod.warnings(old, new), check_version=not scaled)
+    written = await _write(kube, body, old, new, events + status_mod.warnings(old, new), check_version=not scaled)
     pool_metrics.record(pool.namespace, pool.name, new, pool.spec.replicas, sizing_mod.high_watermark(pool.spec),
                         p.oldest_drain_seconds)
-    return new
+    return new, written
 
 
 # ---- ensure the owned objects ------------------------------------------------------------------------------
@@ -245,6 +244,7 @@ async def _apply(kube: Kube, pool: Pool, p: Plan, observed: Observed, cache: Pod
         if ip and token:  # the annotation is the request (the worker reads it too); the call makes it immediate
             await signals_mod.request_drain(ip, token)
         events.append(("Normal", "WorkerDraining", f"draining worker pod {name} ({why}): no new batches"))
+    created_names: list[str] = []
     for _ in range(p.create):
         meta = {k: v for k, v in p.template["metadata"].items() if k != "generateName"}
         pod = {**p.template, "metadata": {**meta, "name": _new_name(p.template)}}
@@ -254,11 +254,13 @@ async def _apply(kube: Kube, pool: Pool, p: Plan, observed: Observed, cache: Pod
         except ApiException as e:
             if e.status != 504:  # a timeout may still have created it: the watch will say
                 cache.settle(ns, pool.name, pod["metadata"]["name"])
-            # The API server names the pod it generated: leave the name out so one cause is one message.
+            # Each pod has its own name: leave it out so one cause is one message.
             msg = re.sub(rf'"{re.escape(pool.name)}-[a-z0-9]{{5}}"', f'"{pool.name}-*"', api_message(e))
             failures.append(("FailedCreate", f"creating a worker pod: {msg}"))
             break
-        events.append(("Normal", "WorkerCreated", f"created worker pod {created['metadata']['name']}"))
+        created_names.append(created["metadata"]["name"])
+    if created_names:  # one event per pass, as a burst of creates is one decision
+        events.append(("Normal", "WorkerCreated", _created_message(created_names)))
     if p.scale is not None and p.scale.desired != pool.spec.replicas:
         try:
             await kube.patch_pool_scale(ns, pool.name, p.scale.desired, pool.resource_version)
@@ -271,6 +273,13 @@ async def _apply(kube: Kube, pool: Pool, p: Plan, observed: Observed, cache: Pod
     return failures
 
 
+def _created_message(names: list[str], shown: int = 10) -> str:
+    if len(names) == 1:
+        return f"created worker pod {names[0]}"
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return f"created {len(names)} worker pods: {', '.join(names[:shown])}{more}"
+
+
 def _new_name(template: dict) -> str:
     """generateName's rule (the API server's: base cut to 58 characters, 5 random from its alphabet), drawn
     here so the name is known, and expected, before the create goes out."""
@@ -279,13 +288,15 @@ def _new_name(template: dict) -> str:
 
 
 # ---- status ----------------------------------------------------------------------------------------------------
-async def _write(kube: Kube, body: dict, old: dict, new: dict, events, check_version: bool = False) -> None:
-    """Events, then the status if it changed. With check_version the status is written only over the pool
-    as it was read (a 409 means the pool moved on: the caller reconciles again)."""
+async def _write(kube: Kube, body: dict, old: dict, new: dict, events, check_version: bool = False) -> dict | None:
+    """Events, then the status if it changed; returns the pool as the write left it. With check_version the
+    status is written only over the pool as it was read (a 409 means the pool moved on: the caller reads it
+    again and reconciles again)."""
     meta = body["metadata"]
     for type_, reason, message in events:
         log.info("pool %s/%s: %s %s", meta["namespace"], meta["name"], reason, message)
         await kube.event(body, type_, reason, message)
     if any(old.get(k) != v for k, v in new.items()):
-        await kube.patch_pool_status(meta["namespace"], meta["name"], new,
-                                     meta.get("resourceVersion") if check_version else None)
+        return await kube.patch_pool_status(meta["namespace"], meta["name"], new,
+                                            meta.get("resourceVersion") if check_version else None)
+    return None
