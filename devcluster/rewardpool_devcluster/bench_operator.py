@@ -175,6 +175,11 @@ def bench_operator(args) -> int:
                 pools_ready, args.timeout, "rewardpool")
             rp["pods_per_s"] = round(n * workers / rp["all_ready_s"], 1)
             rp["apiserver_requests"] = _busiest(req0, _requests(api, cluster.admin_token))
+            # every pod write the operator made (creates, drain marks, deletes): n * workers when none was wasted
+            rp["operator_pod_writes"] = int(op.metric("rewardpool_operator_api_writes_total", kind="pod"))
+            rp["pods_at_end"] = len(core.list_namespaced_pod("bench", label_selector="rewardpool.io/pool").items)
+            rp["operator_events"] = dict(Counter(e.reason for e in core.list_namespaced_event("bench").items
+                                                 if e.source and e.source.component == "rewardpool-operator"))
             time.sleep(10)  # let the last status writes and events settle
             w0, r0 = op.metric("rewardpool_operator_api_writes_total"), op.metric("rewardpool_operator_reconciles_total")
             time.sleep(args.steady)

@@ -143,12 +143,13 @@ class OperatorProcess:
         except FileNotFoundError:
             return ""
 
-    def metric(self, name: str) -> float:
-        """Sum of a metric's samples on the operator's /metrics."""
+    def metric(self, name: str, **labels: str) -> float:
+        """Sum of a metric's samples on the operator's /metrics (those with the given labels)."""
         from prometheus_client.parser import text_string_to_metric_families
 
         text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).read().decode()
-        return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name)
+        return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+                   if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()))
 
     def peak_rss_bytes(self) -> int:
         for line in open(f"/proc/{self.proc.pid}/status"):

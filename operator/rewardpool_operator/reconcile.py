@@ -30,7 +30,7 @@ from . import status as status_mod
 from . import validate
 from .builders import (attachment_ref, control_secret, control_token, disruption_budget, headless_service,
                        network_attachment, pod_template, template_hash)
-from .autoscaler import History
+from .autoscaler import History, Signals
 from .kube import Kube, NadCrdMissing, api_message
 from .plan import Network, Observed, Plan, plan
 from .podcache import CREATE, DELETE, DRAIN, PodCache
@@ -41,6 +41,10 @@ from .spec import Pool
 log = logging.getLogger("rewardpool.operator")
 PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
 OWNED_RESYNC_SECONDS = 60.0
+# Workers' /metrics are read at most this often per pool (and on every full reconcile): a burst of pod
+# events must not become a burst of scrapes. Under the autoscaler's 5 s period, so each of its passes
+# decides on a fresh read.
+SIGNALS_MAX_AGE = 4.0
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand: no vowels, no look-alikes
 
 
@@ -58,11 +62,13 @@ class Owned:
 class Memo:
     """What the operator remembers between reconciles of a pool (lost on restart, which only makes it more
     careful): when a draining worker went silent, the store name each worker reported, the autoscaler's
-    history and what the owned objects looked like."""
+    history, what the owned objects looked like and the last signals read."""
     silent_since: dict[str, float] = field(default_factory=dict)
     store_hostname: dict[str, str] = field(default_factory=dict)
     autoscaler: History = field(default_factory=History)
     owned: Owned | None = None
+    signals: Signals | None = None
+    signals_at: float = 0.0
 
 
 async def reconcile(kube: Kube, body: dict, nodes: dict[str, dict], pods: PodCache, memo: Memo,
@@ -88,7 +94,7 @@ async def reconcile(kube: Kube, body: dict, nodes: dict[str, dict], pods: PodCac
         owned = memo.owned = await _ensure_owned(kube, pool, gen, events)
 
     problems = validate.findings(pool.spec, sizing, _rdma_nodes(pool, nodes)) + owned.problems
-    observed = await _observe(pool, nodes, pods, memo)
+    observed = await _observe(pool, nodes, pods, memo, full)
     observed.annotations = body["metadata"].get("annotations") or {}
     problems += podstatus.container_problems(observed.pods)  # image pulls, crash loops: said, not silent
 
@@ -185,14 +191,16 @@ async def _pod_security(kube: Kube, pool: Pool) -> Problem | None:
     return None
 
 
-async def _observe(pool: Pool, nodes: dict[str, dict], cache: PodCache, memo: Memo) -> Observed:
+async def _observe(pool: Pool, nodes: dict[str, dict], cache: PodCache, memo: Memo, full: bool) -> Observed:
     pods = [x for x in cache.pods(pool.namespace, pool.name)
             if any(o.get("controller") and o.get("uid") == pool.uid for o in x["metadata"].get("ownerReferences") or [])
             or not pool.uid]
     live = [x for x in pods if not x["metadata"].get("deletionTimestamp")]
     ips = [pod_ip(x) for x in live if is_ready(x) and pod_ip(x)]
-    signals = await signals_mod.read(ips, pool.spec.store.metricsAddress)
     now = time.time()
+    if full or memo.signals is None or now - memo.signals_at >= SIGNALS_MAX_AGE:
+        memo.signals, memo.signals_at = await signals_mod.read(ips, pool.spec.store.metricsAddress), now
+    signals = memo.signals
     obs = Observed(pods=pods, nodes=nodes, signals=signals, history=memo.autoscaler, now=now)
     names = {x["metadata"]["name"] for x in pods}
     for gone in set(memo.silent_since) - names:
