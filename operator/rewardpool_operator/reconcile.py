@@ -92,6 +92,15 @@ async def reconcile(kube: Kube, body: dict, nodes: dict[str, dict], pods: PodCac
     owned = memo.owned
     if full or owned is None or owned.generation != gen or time.monotonic() - owned.at > OWNED_RESYNC_SECONDS:
         owned = memo.owned = await _ensure_owned(kube, pool, gen, events)
+    for event in events:  # said before any pod write, so `kubectl describe` reads in the order things happened
+        await _say(kube, body, *event)
+
+    waiting = pods.unsettled(pool.namespace, pool.name)
+    if waiting:
+        # The cache does not show this operator's own last pod writes yet, so a plan or a status made from it
+        # would be stale: write neither; the watch event that shows them wakes the pool again.
+        log.debug("pool %s/%s waits to see its writes to %s", pool.namespace, pool.name, ", ".join(waiting))
+        return old, None
 
     problems = validate.findings(pool.spec, sizing, _rdma_nodes(pool, nodes)) + owned.problems
     observed = await _observe(pool, nodes, pods, memo, full)
@@ -101,20 +110,15 @@ async def reconcile(kube: Kube, body: dict, nodes: dict[str, dict], pods: PodCac
     template = pod_template(pool, sizing)
     p = plan(pool, sizing, template, template_hash(template), observed, validate.blocks_workers(problems),
              owned.network, old)
-    waiting = pods.unsettled(pool.namespace, pool.name)
-    if waiting:  # the cache does not show our own last writes yet: plan again when it does, write nothing now
-        log.debug("pool %s/%s waits to see its writes to %s", pool.namespace, pool.name, ", ".join(waiting))
-        failures: list[tuple[str, str]] = []
-    else:
-        failures = await _apply(kube, pool, p, observed, pods, owned.token, events)
-        if p.scale is not None:
-            memo.autoscaler = p.scale.history
+    failures, scaled = await _apply(kube, body, pool, p, observed, pods, owned.token)
+    if p.scale is not None:
+        memo.autoscaler = p.scale.history
 
     ref = attachment_ref(pool)
     new = status_mod.compute(pool, sizing, problems, owned.network, p, observed.signals, failures, old, gen,
                              f"{ref[0]}/{ref[1]}" if ref else "")
-    scaled = any(r == "Scaled" for _, r, _ in events)  # our own /scale write moved the resourceVersion
-    written = await _write(kube, body, old, new, events + status_mod.warnings(old, new), check_version=not scaled)
+    # our own /scale write moved the resourceVersion: the status goes over it unchecked
+    written = await _write(kube, body, old, new, status_mod.warnings(old, new), check_version=not scaled)
     pool_metrics.record(pool.namespace, pool.name, new, pool.spec.replicas, sizing_mod.high_watermark(pool.spec),
                         p.oldest_drain_seconds)
     return new, written
@@ -225,21 +229,24 @@ async def _observe(pool: Pool, nodes: dict[str, dict], cache: PodCache, memo: Me
 
 
 # ---- apply -----------------------------------------------------------------------------------------------------
-async def _apply(kube: Kube, pool: Pool, p: Plan, observed: Observed, cache: PodCache, token: str | None,
-                 events: list) -> list[tuple[str, str]]:
-    """Carry out the plan; an API refusal stops that kind of write for this pass and is reported. Each pod
-    write is expected in the cache before it goes out (see podcache.py)."""
+async def _apply(kube: Kube, body: dict, pool: Pool, p: Plan, observed: Observed, cache: PodCache,
+                 token: str | None) -> tuple[list[tuple[str, str]], bool]:
+    """Carry out the plan; returns the refusals (an API refusal stops that kind of write for this pass and
+    is reported) and whether the pool was scaled. Each pod write is expected in the cache before it goes out
+    (see podcache.py), and its event is posted as soon as it is made, so an operator stopped mid-pass
+    leaves no write unannounced."""
     failures: list[tuple[str, str]] = []
+    scaled = False
     ns, by_name = pool.namespace, {x["metadata"]["name"]: x for x in observed.pods}
     for name, type_, reason, message in p.delete:
         cache.expect(ns, pool.name, name, DELETE)
         try:
             await kube.delete_pod(ns, name)
-            events.append((type_, reason, message))
         except ApiException as e:
             cache.settle(ns, pool.name, name)
             failures.append(("FailedDelete", f"deleting pod {name}: {api_message(e)}"))
             break
+        await _say(kube, body, type_, reason, message)
     for name, why in p.drain:
         cache.expect(ns, pool.name, name, DRAIN)
         try:
@@ -248,10 +255,10 @@ async def _apply(kube: Kube, pool: Pool, p: Plan, observed: Observed, cache: Pod
             cache.settle(ns, pool.name, name)
             failures.append(("FailedDrain", f"marking pod {name} for draining: {api_message(e)}"))
             break
+        await _say(kube, body, "Normal", "WorkerDraining", f"draining worker pod {name} ({why}): no new batches")
         ip = pod_ip(by_name[name])
         if ip and token:  # the annotation is the request (the worker reads it too); the call makes it immediate
             await signals_mod.request_drain(ip, token)
-        events.append(("Normal", "WorkerDraining", f"draining worker pod {name} ({why}): no new batches"))
     created_names: list[str] = []
     for _ in range(p.create):
         meta = {k: v for k, v in p.template["metadata"].items() if k != "generateName"}
@@ -268,17 +275,18 @@ async def _apply(kube: Kube, pool: Pool, p: Plan, observed: Observed, cache: Pod
             break
         created_names.append(created["metadata"]["name"])
     if created_names:  # one event per pass, as a burst of creates is one decision
-        events.append(("Normal", "WorkerCreated", _created_message(created_names)))
+        await _say(kube, body, "Normal", "WorkerCreated", _created_message(created_names))
     if p.scale is not None and p.scale.desired != pool.spec.replicas:
         try:
             await kube.patch_pool_scale(ns, pool.name, p.scale.desired, pool.resource_version)
             pool_metrics.scaled(ns, pool.name, pool.spec.replicas, p.scale.desired)
-            events.append(("Normal", "Scaled", f"replicas {pool.spec.replicas} -> {p.scale.desired} "
-                                               f"({p.scale.reason}): {p.scale.message}"))
+            scaled = True
+            await _say(kube, body, "Normal", "Scaled", f"replicas {pool.spec.replicas} -> {p.scale.desired} "
+                                                       f"({p.scale.reason}): {p.scale.message}")
         except ApiException as e:
             if e.status != 409:  # a conflict: someone else scaled; the next reconcile decides again
                 raise
-    return failures
+    return failures, scaled
 
 
 def _created_message(names: list[str], shown: int = 10) -> str:
@@ -295,6 +303,12 @@ def _new_name(template: dict) -> str:
     return base + "".join(secrets.choice(NAME_ALPHABET) for _ in range(5))
 
 
+async def _say(kube: Kube, body: dict, type_: str, reason: str, message: str) -> None:
+    """An event on the pool, and the same line in the operator's log."""
+    log.info("pool %s/%s: %s %s", body["metadata"]["namespace"], body["metadata"]["name"], reason, message)
+    await kube.event(body, type_, reason, message)
+
+
 # ---- status ----------------------------------------------------------------------------------------------------
 async def _write(kube: Kube, body: dict, old: dict, new: dict, events, check_version: bool = False) -> dict | None:
     """Events, then the status if it changed; returns the pool as the write left it. With check_version the
@@ -302,8 +316,7 @@ async def _write(kube: Kube, body: dict, old: dict, new: dict, events, check_ver
     again and reconciles again)."""
     meta = body["metadata"]
     for type_, reason, message in events:
-        log.info("pool %s/%s: %s %s", meta["namespace"], meta["name"], reason, message)
-        await kube.event(body, type_, reason, message)
+        await _say(kube, body, type_, reason, message)
     if any(old.get(k) != v for k, v in new.items()):
         return await kube.patch_pool_status(meta["namespace"], meta["name"], new,
                                             meta.get("resourceVersion") if check_version else None)
