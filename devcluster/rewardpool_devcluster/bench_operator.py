@@ -1,6 +1,7 @@
 """`rewardpool bench operator`: many pools at once on the local control plane (kwok nodes), and with
-`--baseline replicaset` the same pods through the in-tree ReplicaSet controller first, on the same control
-plane, one after the other, so the two are compared in one run. Prints JSON per path: pods created per
+`--baseline replicaset` the same pods through the in-tree ReplicaSet controller first (each ReplicaSet with
+the same headless Service and disruption budget a pool gets), on the same control plane, one after the
+other, so the two are compared in one run. Prints JSON per path: pods created per
 second, all-Ready time, apply-to-Ready p50/p99 per pool (or ReplicaSet), the operator's peak memory (and per
 1,000 workers), the API writes it makes per minute once everything is steady, etcd's and the apiserver's
 memory; and the ratio of all-Ready times (ReplicaSet / RewardPool: above 1 means pools are faster)."""
@@ -67,21 +68,30 @@ def _pool_body(name: str, workers: int) -> dict:
     return body
 
 
-def _replicaset(name: str, workers: int) -> dict:
-    """A ReplicaSet of the very pod the operator renders for the same pool (owner reference and identity
-    label aside), so both paths create the same pods."""
+def _baseline(name: str, workers: int) -> list[dict]:
+    """What the baseline creates for one pool: the Service and disruption budget the operator creates for it
+    (same specs, selecting the ReplicaSet's pods) and a ReplicaSet of the very pod the operator renders
+    (owner reference and identity label aside), so both paths give the control plane the same objects and
+    the same pods to handle."""
     from rewardpool_operator import builders, sizing
     from rewardpool_operator.spec import Pool
 
     p = Pool.from_object({**_pool_body(name, workers), "metadata": {"name": name, "namespace": "baseline"}})
     tpl = builders.pod_template(p, sizing.compute(p.spec))
-    meta = {"labels": {"bench/rs": name}, "annotations": tpl["metadata"].get("annotations") or {}}
+    selector = {"bench/rs": name}
+    meta = {"labels": selector, "annotations": tpl["metadata"].get("annotations") or {}}
     spec = copy.deepcopy(tpl["spec"])
     spec["volumes"] = [v for v in spec["volumes"] if v["name"] != "control"]  # no Secret in this namespace
     spec["containers"][0]["volumeMounts"] = [m for m in spec["containers"][0]["volumeMounts"] if m["name"] != "control"]
-    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name},
-            "spec": {"replicas": workers, "selector": {"matchLabels": {"bench/rs": name}},
-                     "template": {"metadata": meta, "spec": spec}}}
+    spec["topologySpreadConstraints"][0]["labelSelector"] = {"matchLabels": selector}
+    svc, pdb = builders.headless_service(p), builders.disruption_budget(p)
+    for obj in (svc, pdb):
+        obj["metadata"] = {"name": obj["metadata"]["name"]}
+        obj["spec"]["selector"] = selector if obj is svc else {"matchLabels": selector}
+    rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name},
+          "spec": {"replicas": workers, "selector": {"matchLabels": selector},
+                   "template": {"metadata": meta, "spec": spec}}}
+    return [svc, pdb, rs]
 
 
 def _measure(n: int, create, observe, timeout: float, what: str) -> dict:
@@ -148,8 +158,14 @@ def bench_operator(args) -> int:
                     items = apps.list_namespaced_replica_set("baseline").items
                     return ([r.metadata.name for r in items if (r.status.ready_replicas or 0) == workers],
                             sum(r.status.ready_replicas or 0 for r in items))
-                rs = _measure(n, lambda name: apps.create_namespaced_replica_set("baseline", _replicaset(name, workers)),
-                              rs_ready, args.timeout, "replicaset")
+                policy = client.PolicyV1Api(api)
+
+                def create_baseline(name: str) -> None:
+                    svc, pdb, rs = _baseline(name, workers)
+                    core.create_namespaced_service("baseline", svc)
+                    policy.create_namespaced_pod_disruption_budget("baseline", pdb)
+                    apps.create_namespaced_replica_set("baseline", rs)
+                rs = _measure(n, create_baseline, rs_ready, args.timeout, "replicaset")
                 rs["pods_per_s"] = round(n * workers / rs["all_ready_s"], 1)
                 rs["kube_controller_manager_rss_mib"] = _rss_mib(cluster.procs["kube-controller-manager"].pid)
                 rs["apiserver_requests"] = _busiest(req0, _requests(api, cluster.admin_token))

@@ -42,9 +42,13 @@ log = logging.getLogger("rewardpool.operator")
 PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
 OWNED_RESYNC_SECONDS = 60.0
 # Workers' /metrics are read at most this often per pool (and on every full reconcile): a burst of pod
-# events must not become a burst of scrapes. Under the autoscaler's 5 s period, so each of its passes
-# decides on a fresh read.
+# events must not become a burst of scrapes, and at 10,000 workers reading each every few seconds cost the
+# operator more than everything else. An autoscaled pool is read under the autoscaler's 5 s period, so each
+# of its passes decides on a fresh read; another pool only reports its demand (status, the
+# rewardpool_pool_queue_depth a KEDA trigger polls every 30 s by default), read as often as Prometheus's
+# usual scrape interval.
 SIGNALS_MAX_AGE = 4.0
+PASSIVE_SIGNALS_MAX_AGE = 15.0
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand: no vowels, no look-alikes
 
 
@@ -202,7 +206,9 @@ async def _observe(pool: Pool, nodes: dict[str, dict], cache: PodCache, memo: Me
     live = [x for x in pods if not x["metadata"].get("deletionTimestamp")]
     ips = [pod_ip(x) for x in live if is_ready(x) and pod_ip(x)]
     now = time.time()
-    if full or memo.signals is None or now - memo.signals_at >= SIGNALS_MAX_AGE:
+    auto = pool.spec.autoscaling
+    max_age = SIGNALS_MAX_AGE if auto is not None and auto.enabled else PASSIVE_SIGNALS_MAX_AGE
+    if full or memo.signals is None or now - memo.signals_at >= max_age:
         memo.signals, memo.signals_at = await signals_mod.read(ips, pool.spec.store.metricsAddress), now
     signals = memo.signals
     obs = Observed(pods=pods, nodes=nodes, signals=signals, history=memo.autoscaler, now=now)
