@@ -2,8 +2,9 @@
 changes (the pool, its pods, its attachment) and at least every RESYNC seconds. One task per pool means
 reconciles of a pool never overlap; a burst of events coalesces into one run. A change to the pool itself
 (not its status, which this operator writes) or its attachment asks for a full reconcile, in which the
-owned objects are read and ensured; a pod event asks only for pods and status to be looked at again. Loops run only while this
-replica leads (see leader.py); pools are still tracked while it stands by, so a takeover starts at once."""
+owned objects are read and ensured; a pod event asks only for pods and status to be looked at again.
+Loops run only while this replica leads (see leader.py); pools are still tracked while it stands by, so a
+takeover starts at once."""
 from __future__ import annotations
 
 import asyncio
@@ -24,8 +25,8 @@ log = logging.getLogger("rewardpool.operator")
 RESYNC_SECONDS = 60.0
 RECONCILES = M.RECONCILES.make()
 RECONCILE_SECONDS = M.RECONCILE_SECONDS.make()
-FAST_SECONDS = 5.0
-MIN_GAP_SECONDS = 0.25  # how often a pool that autoscales or drains workers is looked at again
+FAST_SECONDS = 5.0  # how often a pool that autoscales or drains workers is looked at again
+MIN_GAP_SECONDS = 0.25
 
 
 class Controller:

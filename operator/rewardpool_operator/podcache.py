@@ -94,7 +94,8 @@ class PodCache:
             self._put(pod)
         for key, pending in self._pending.items():
             if scope is None or key[0] == scope:
-                for name in [n for n, (kind, _) in pending.items() if kind != CREATE and n not in self._pods.get(key, {})]:
+                present = self._pods.get(key, {})
+                for name in [n for n, (kind, _) in pending.items() if kind != CREATE and n not in present]:
                     pending.pop(name)
         self._listed.add(scope)
         if len(self._listed) >= self._scopes:

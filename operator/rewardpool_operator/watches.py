@@ -1,7 +1,7 @@
 """The operator's own watches, where kopf would filter on the client: pods by a server-side label selector
 (only the pools' pods stream in, not every pod in the cluster) into podcache.PodCache, and nodes into a
-cache; the reconciles read both and list neither. Each is list-then-watch from the list's resourceVersion, restarted on errors
-and on 410 Gone, as client-go's reflector does."""
+cache; the reconciles read both and list neither. Each is list-then-watch from the list's resourceVersion,
+restarted on errors and on 410 Gone, as client-go's reflector does."""
 from __future__ import annotations
 
 import asyncio
@@ -51,8 +51,8 @@ async def _reflect(list_fn, handler: Handler, what: str, **kw) -> None:
 
 
 class _RawWatch(watch.Watch):
-    """Events as the plain dicts the handlers read: building typed models for every pod event cost the
-    operator more CPU than its reconciles at thousands of pods."""
+    """Events as the plain dicts the handlers read: building typed models for every pod event took a
+    tenth of the operator's CPU at thousands of pods (profiled), for objects nobody read."""
 
     def get_return_type(self, func) -> None:
         return None
