@@ -143,6 +143,11 @@ class Controller:
                 last = time.monotonic()
                 if written is not None and key in self.bodies:
                     self.keep(key, written)
+                    if _identity(written) != _identity(body):
+                        # The write returned a pool changed since this pass read it (its own /scale, a user):
+                        # the watch event for that change will look like news already seen, so act on it now.
+                        self.full.add(key)
+                        ev.set()
                 RECONCILES.labels("ok").inc()
                 backoff = 1.0
             except asyncio.CancelledError:

@@ -42,7 +42,8 @@ class Kube:
         if os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_incluster_config()
         else:
-            await config.load_kube_config()
+            # KUBECONFIG as it is now: kubernetes_asyncio reads it once, when it is first imported
+            await config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
         return cls(client.ApiClient())
 
     async def close(self) -> None:

@@ -27,7 +27,8 @@ async def expect_async(pool: str, namespace: str, outputs: int, ttl_seconds: flo
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config()
     else:
-        await config.load_kube_config()
+        # KUBECONFIG as it is now: kubernetes_asyncio reads it once, when it is first imported
+        await config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
     async with client.ApiClient() as api:
         await client.CustomObjectsApi(api).patch_namespaced_custom_object(
             GROUP, VERSION, namespace, PLURAL, pool,
