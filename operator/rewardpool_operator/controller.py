@@ -127,6 +127,7 @@ class Controller:
                 return
             full = key in self.full
             self.full.discard(key)
+            done = False
             try:
                 if stale:  # our copy lost a race (409): read the pool once instead of waiting for the watch
                     fresh = await self.kube.get_pool(*key)
@@ -150,29 +151,23 @@ class Controller:
                         ev.set()
                 RECONCILES.labels("ok").inc()
                 backoff = 1.0
+                done = True
             except asyncio.CancelledError:
                 raise
-            except ApiException as e:
-                if e.status == 409:  # the pool changed under this reconcile: look again with the new one
+            except Exception as e:  # never let one pool's failure stop the operator
+                if isinstance(e, ApiException) and e.status == 409:
+                    # the pool changed under this reconcile: look again with the new one
                     RECONCILES.labels("conflict").inc()
-                    if full:
-                        self.full.add(key)
                     stale = True
                     ev.set()
                     continue
-                if full:
-                    self.full.add(key)
                 self._failed(key, e)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 60)
                 ev.set()
-            except Exception as e:  # never let one pool's failure stop the operator
-                if full:
+            finally:
+                if full and not done:  # the owned objects still want their look at the next pass
                     self.full.add(key)
-                self._failed(key, e)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 60)
-                ev.set()
 
     def _failed(self, key, e: Exception) -> None:
         RECONCILES.labels("error").inc()
