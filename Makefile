@@ -5,18 +5,20 @@ SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 PYTEST_ARGS ?=
 
-.PHONY: demo down test unit integration worker deps controlplane bench-ready bench-read render lint
+.PHONY: demo down test unit integration worker deps deps-demo controlplane cold-check bench-ready bench-read render lint
 
+# What the suite needs (scripts/install.sh: the Go builds and the Python side run side by side).
 deps:
-	bash scripts/tools.sh >/dev/null
-	bash scripts/venv.sh >/dev/null
-	bash devcluster/build.sh >/dev/null
-	bash devcluster/build-prometheus.sh >/dev/null
-	bash devcluster/node-deps.sh
-	# kubelet & co (CPU: Go builds) and the images (network and disk: pip, buildah) build side by side
-	bash devcluster/build-node.sh >/dev/null & node=$$!
-	bash devcluster/images.sh >/dev/null & images=$$!
-	wait $$node; wait $$images
+	bash scripts/install.sh test
+
+# What the demo needs: the same without the suite's Prometheus and third-party CRDs.
+deps-demo:
+	bash scripts/install.sh demo
+
+# Both README commands from nothing (an empty cache, fresh Go/pip/npm caches, buildah and containerd storage, a
+# fresh copy of this tree), timed per phase; writes .ci/cold-verified when both pass. ~1 hour on 2 cores.
+cold-check:
+	bash scripts/cold-check.sh
 
 # The demo's network namespace: the control plane, the real node and its pods live there.
 DEMO_NETNS ?= rewardpool-demo
@@ -26,7 +28,7 @@ controlplane:
 
 # The main job on a real node: images from the Dockerfile, the operator from its chart, the store master and Ray
 # head as pods, a 2-worker pool of real containers, and a rollout job scoring generated videos through it.
-demo: deps
+demo: deps-demo
 	venv=$$(bash scripts/venv.sh); tools=$$(bash scripts/tools.sh)
 	PATH="$$tools:$$venv/bin:$$PATH" REWARDPOOL_NETNS=$(DEMO_NETNS) bash scripts/in-netns.sh \
 	  python -m rewardpool_devcluster demo

@@ -2,7 +2,8 @@
 # Builds what the dev cluster's real node runs besides Debian's containerd/runc/CNI plugins, cached by version:
 # kubelet and kube-proxy from the Kubernetes Go modules (same version as the control plane), CoreDNS, and the
 # Multus thin plugin + whereabouts IPAM from the Go module proxy. A second run returns at once. Prints the folder.
-set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 K8S_VERSION="${K8S_VERSION:-v1.36.3}"
 COREDNS_VERSION="${COREDNS_VERSION:-v1.14.7}"
 MULTUS_VERSION="${MULTUS_VERSION:-v4.2.2}"
@@ -38,18 +39,9 @@ gobuild() {  # module dir, output name, package, extra ldflags
   log "built $2"
 }
 
-# kubelet + kube-proxy: the module shape of build.sh (k8s.io/kubernetes, staging modules at their published tags)
-k8s="$work/node-k8s-$K8S_VERSION"
-if [ ! -f "$k8s/go.sum" ]; then
-  minor="v0.${K8S_VERSION#v1.}"
-  gomod=$(curl -fsSL "$(go env GOPROXY | cut -d, -f1)/k8s.io/kubernetes/@v/$K8S_VERSION.mod")
-  body="require k8s.io/kubernetes $K8S_VERSION
-replace (
-$(echo "$gomod" | awk '/=> \.\/staging\/src\//{print "\t" $1 " => " $1 " '"$minor"'"}')
-)"
-  tools_module "$k8s" rewardpool.dev/node "$body" k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy
-  (cd "$k8s" && go get "k8s.io/kubernetes@$K8S_VERSION" >&2 && go mod download >&2)
-fi
+# kubelet + kube-proxy: from the module the control plane's binaries are built from (their shared packages
+# are in the Go build cache already)
+k8s=$(bash "$(dirname "${BASH_SOURCE[0]}")/k8s-module.sh")
 vflags="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${K8S_VERSION#v1.}"
 gobuild "$k8s" kubelet k8s.io/kubernetes/cmd/kubelet "$vflags"
 gobuild "$k8s" kube-proxy k8s.io/kubernetes/cmd/kube-proxy "$vflags"

@@ -2,7 +2,8 @@
 # Builds the local control plane from the Kubernetes Go modules, cached by version:
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok.
 # A second run with the same versions finds the binaries and returns at once.
-set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 
 K8S_VERSION="${K8S_VERSION:-v1.36.3}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
@@ -23,49 +24,18 @@ log "building ${missing[*]} into $BIN (cold: 10-30 min on 2 cores)"
 work="$CACHE/build"
 mkdir -p "$work"
 
-build_k8s() {
-  local mod="$work/k8s-$K8S_VERSION"
-  mkdir -p "$mod"
-  local minor="v0.${K8S_VERSION#v1.}"
-  if [ ! -f "$mod/go.sum" ]; then
-    log "resolving k8s.io/kubernetes $K8S_VERSION (staging modules at $minor)"
-    local gomod
-    gomod=$(curl -fsSL "$(go env GOPROXY | cut -d, -f1)/k8s.io/kubernetes/@v/$K8S_VERSION.mod")
-    {
-      echo "module rewardpool.dev/controlplane"
-      echo
-      echo "go 1.26.0"
-      echo
-      echo "require k8s.io/kubernetes $K8S_VERSION"
-      echo
-      echo "replace ("
-      # every staging module that k8s.io/kubernetes replaces with a local path gets the published version
-      echo "$gomod" | awk '/=> \.\/staging\/src\//{print "\t" $1 " => " $1 " '"$minor"'"}'
-      echo ")"
-    } > "$mod/go.mod"
-    cat > "$mod/tools.go" <<'GO'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-	_ "k8s.io/kubernetes/cmd/kube-scheduler"
-)
-GO
-    (cd "$mod" && go mod tidy -e >&2) || true
-    (cd "$mod" && go get "k8s.io/kubernetes@$K8S_VERSION" >&2)
-    (cd "$mod" && go mod download >&2) || true
-  fi
-  for c in kube-apiserver kube-controller-manager kube-scheduler; do
-    if [ ! -x "$BIN/$c" ]; then
-      log "go build $c"
-      (cd "$mod" && go build -trimpath -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${K8S_VERSION#v1.}" -o "$BIN/$c.tmp" "k8s.io/kubernetes/cmd/$c" >&2)
-      mv "$BIN/$c.tmp" "$BIN/$c"
-      log "built $c"
-    fi
-  done
+build_k8s() {  # the three in one `go build`: one package load, the links side by side
+  local mod cmds=()
+  for c in kube-apiserver kube-controller-manager kube-scheduler; do [ -x "$BIN/$c" ] || cmds+=("$c"); done
+  [ ${#cmds[@]} -eq 0 ] && return 0
+  mod=$(bash "$(dirname "${BASH_SOURCE[0]}")/k8s-module.sh")
+  log "go build ${cmds[*]}"
+  rm -rf "$BIN/.tmp"
+  mkdir -p "$BIN/.tmp"
+  (cd "$mod" && go build -trimpath -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${K8S_VERSION#v1.}" -o "$BIN/.tmp/" "${cmds[@]/#/k8s.io/kubernetes/cmd/}" >&2)
+  for c in "${cmds[@]}"; do mv "$BIN/.tmp/$c" "$BIN/$c"; done
+  rmdir "$BIN/.tmp"
+  log "built ${cmds[*]}"
 }
 
 build_etcd() {

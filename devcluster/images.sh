@@ -12,7 +12,8 @@
 #   pause   the sandbox image: k8s' own build/pause/linux/pause.c from the Go module zip, gcc -static.
 #   import  nothing is exported here: the node streams `buildah push <ref> docker-archive:<fifo>` into
 #           `ctr images import` (the worker image is ~6 GB; a tar on disk would be a third copy of it).
-set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
 K8S_VERSION="${K8S_VERSION:-v1.36.3}"
 CACHE="${REWARDPOOL_CACHE:-$HOME/.cache/rewardpool}"
@@ -22,7 +23,7 @@ log() { echo "[devcluster/images] $(date +%H:%M:%S) $*" >&2; }
 need() { command -v "$1" >/dev/null || { log "missing $1: run devcluster/node-deps.sh (apt packages)"; exit 1; }; }
 need buildah; need mmdebstrap; need gcc
 rm -rf "$IMG/archives"  # an older layout exported tars here
-mkdir -p "$IMG/buildah/root" "$IMG/buildah/runroot" "${PIP_CACHE_HOST:=$HOME/.cache/pip}"
+mkdir -p "$IMG/buildah/root" "$IMG/buildah/runroot" "${PIP_CACHE_HOST:=${PIP_CACHE_DIR:-$HOME/.cache/pip}}"
 
 # ---- base ------------------------------------------------------------------------------------------------------
 BASE_PKGS="python3,python3-venv,python3-pip,ca-certificates,libibverbs1,ibverbs-providers"
@@ -63,9 +64,9 @@ fi
 hash_files() {  # what goes into the build context the Dockerfile uses (.dockerignore keeps the rest out)
   (cd "$root" && LC_ALL=C sort <(printf '%s\n' "$@") | xargs sha256sum) | sha256sum | cut -c1-12
 }
-src_files=$(cd "$root" && { git ls-files -co --exclude-standard -- Dockerfile .dockerignore pyproject.toml operator worker \
-  2>/dev/null || find Dockerfile pyproject.toml operator worker -type f; } | grep -v -e '__pycache__' -e '\.egg-info')
-key=$( (hash_files $src_files; echo "$BASE") | sha256sum | cut -c1-12)
+mapfile -t src_files < <(cd "$root" && { git ls-files -co --exclude-standard -- Dockerfile .dockerignore pyproject.toml \
+  operator worker 2>/dev/null || find Dockerfile pyproject.toml operator worker -type f; } | grep -v -e '__pycache__' -e '\.egg-info')
+key=$( (hash_files "${src_files[@]}"; echo "$BASE") | sha256sum | cut -c1-12)
 bud() {  # target, tag
   "${B[@]}" bud --isolation chroot --layers --pull-never --target "$1" -t "$2" \
     --build-arg BASE="$BASE" --build-arg PIP_CERT=/run/host-ca.crt --build-arg PIP_CACHE_DIR=/root/.cache/pip \

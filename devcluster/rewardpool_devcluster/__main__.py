@@ -30,8 +30,6 @@ def demo() -> int:
     if (DEMO_DIR / "node-state.json").exists() or (DEMO_DIR / "cp" / "state.json").exists():
         step("a demo is already running; stopping it first (make down)")
         down()
-    step("building what is missing (cached by version / input hash; cold: control plane 10-30 min, kubelet and "
-         "friends ~6 min, worker image ~7 min + ~2.5 min import; warm: seconds)")
     step("starting the control plane, kwok nodes and the real node (containerd, kubelet, kube-proxy, CoreDNS, "
          "Multus + whereabouts)")
     node = RealNode.create(DEMO_DIR, kwok_nodes=default_nodes())
@@ -52,11 +50,16 @@ def demo() -> int:
     apply(infra_objects(node.images.worker))
     for d in ("mooncake-master", "ray-head"):
         k("rollout", "status", "-n", INFRA_NS, f"deployment/{d}", "--timeout=240s", timeout=260)
-    from .prometheus import for_dev_cluster
+    from .prometheus import built, for_dev_cluster
 
-    prom = for_dev_cluster(cluster.kubeconfig, DEMO_DIR / "prometheus", INFRA_NS)
-    step(f"Prometheus {prom.url} scraping the operator and workers (the chart's PodMonitor/ServiceMonitor) "
-         "and the store master")
+    # Prometheus is the suite's build (minutes of Go on a cold machine): the demo uses it when it is there
+    prom = for_dev_cluster(cluster.kubeconfig, DEMO_DIR / "prometheus", INFRA_NS) if built() else None
+    if prom:
+        step(f"Prometheus {prom.url} scraping the operator and workers (the chart's PodMonitor/ServiceMonitor) "
+             "and the store master")
+    else:
+        step("no Prometheus: it is not built yet (the suite's install builds it: make test, or "
+             "bash devcluster/build-prometheus.sh); the demo goes on without it")
     ns = "demo"
     k("create", "namespace", ns, check=False)
     apply([node.macvlan_attachment(ns)])
@@ -109,9 +112,10 @@ def demo() -> int:
     print(f"export KUBECONFIG={cluster.kubeconfig}   # kubectl from inside the namespace: "
           f"nsenter --net=/run/netns/{node.key} kubectl ...")
     print(f"nsenter --net=/run/netns/{node.key} rewardpool status -n {ns} pickscore-demo --watch   # the pool, live")
-    print(f"Prometheus: nsenter --net=/run/netns/{node.key} curl -s '{prom.url}/api/v1/query' --data-urlencode "
-          f"'query=sum by (pool) (rewardpool_worker_scored_outputs_total)'   # the dashboard: "
-          "charts/rewardpool-operator/dashboards/rewardpool.json")
+    if prom:
+        print(f"Prometheus: nsenter --net=/run/netns/{node.key} curl -s '{prom.url}/api/v1/query' --data-urlencode "
+              f"'query=sum by (pool) (rewardpool_worker_scored_outputs_total)'   # the dashboard: "
+              "charts/rewardpool-operator/dashboards/rewardpool.json")
     print(f"logs: {DEMO_DIR} (kubelet.log, containerd.log, cp/*.log)")
     print(f"demo took {time.monotonic() - t0:.0f}s; stop everything with: make down")
     return 0

@@ -25,6 +25,13 @@ SCRAPE_INTERVAL = "2s"  # short: the tests and the demo look within seconds of t
 STATE = "prometheus-state.json"
 
 
+def built() -> Path | None:
+    """The binary when the install has built it already (the suite's install does; the demo's does not wait)."""
+    out = subprocess.run(["bash", str(REPO / "devcluster" / "build-prometheus.sh"), "--if-built"],
+                         capture_output=True, text=True)
+    return Path(out.stdout.strip().splitlines()[-1]) / "prometheus" if out.returncode == 0 else None
+
+
 def build() -> Path:
     out = subprocess.run(["bash", str(REPO / "devcluster" / "build-prometheus.sh")], capture_output=True, text=True)
     if out.returncode != 0:

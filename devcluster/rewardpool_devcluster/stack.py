@@ -27,6 +27,16 @@ def tool(name: str) -> str:
     return path
 
 
+def third_party_crds() -> Path:
+    """The folder of KEDA's and prometheus-operator's CRDs, fetched by the install step (devcluster/fetch-crds.sh);
+    the tests' network namespace reaches no registry, so a missing one is an install error, named as such."""
+    out = subprocess.run(["bash", str(REPO / "devcluster" / "fetch-crds.sh")], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError("third-party CRDs are not in the cache and cannot be fetched from here: run `make deps` "
+                           f"(devcluster/fetch-crds.sh) outside the test namespace first\n{out.stderr[-2000:]}")
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
 def kubectl(cluster_or_kubeconfig, *args: str, check: bool = True, input: str | None = None,
             timeout: float = 120) -> subprocess.CompletedProcess:
     kc = cluster_or_kubeconfig.kubeconfig if isinstance(cluster_or_kubeconfig, LocalCluster) else cluster_or_kubeconfig

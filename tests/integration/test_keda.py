@@ -1,31 +1,26 @@
 """The HPA/KEDA path on the real control plane: the operator exports each pool's demand on its /metrics under
-the names the KEDA example queries, the example ScaledObject is valid against KEDA's own CRD (v2.21.0, from
-the Go module proxy), and what KEDA would do (write /scale) moves the pool."""
+the names the KEDA example queries, the example ScaledObject is valid against KEDA's own CRD (v2.21.0, fetched
+from the Go module proxy by the install step), and what KEDA would do (write /scale) moves the pool."""
 from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
-from rewardpool_devcluster.stack import kubectl
+from rewardpool_devcluster.stack import kubectl, third_party_crds
 from tests.conftest import wait_for
 from tests.integration.test_operator import pool_manifest, pools  # noqa: F401  (fixture)
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "keda-scaledobject.yaml"
-KEDA = "github.com/kedacore/keda/v2@v2.21.0"
 
 
 @pytest.fixture(scope="module")
 def keda_crd(chart):
-    info = subprocess.run(["go", "mod", "download", "-json", KEDA], capture_output=True, text=True, timeout=300,
-                          env={**__import__("os").environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"})
-    assert info.returncode == 0, info.stderr
-    crd = Path(json.loads(info.stdout)["Dir"]) / "config" / "crd" / "bases" / "keda.sh_scaledobjects.yaml"
+    crd = third_party_crds() / "keda.sh_scaledobjects.yaml"
     kubectl(chart, "apply", "--server-side", "-f", str(crd))
     chart.wait_crd_established("scaledobjects.keda.sh")
     return crd

@@ -1,28 +1,22 @@
 """The chart's ServiceMonitor, PodMonitor and PrometheusRule (and the dashboard ConfigMap) as rendered by helm
-are valid against prometheus-operator's own CRDs (v0.85.0, from the Go module proxy) on the real API server,
-and a broken one is refused by the same schema. (That a real Prometheus scrapes what they select and loads the
+are valid against prometheus-operator's own CRDs (v0.85.0, fetched from the Go module proxy by the install
+step) on the real API server, and a broken one is refused by the same schema. (That a real Prometheus scrapes what they select and loads the
 rules is tests/realnode/test_observability.py.)"""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
-from rewardpool_devcluster.stack import CHART, OPERATOR_NS, kubectl, tool
-
-PROMETHEUS_OPERATOR = "github.com/prometheus-operator/prometheus-operator@v0.85.0"
+from rewardpool_devcluster.stack import CHART, OPERATOR_NS, kubectl, third_party_crds, tool
 
 
 @pytest.fixture(scope="module")
 def monitor_crds(chart):
-    info = subprocess.run(["go", "mod", "download", "-json", PROMETHEUS_OPERATOR], capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"})
-    assert info.returncode == 0, info.stderr
-    crds = Path(json.loads(info.stdout)["Dir"]) / "example" / "prometheus-operator-crd"
+    crds = third_party_crds()
     for kind in ("servicemonitors", "podmonitors", "prometheusrules"):
         kubectl(chart, "apply", "--server-side", "-f", str(crds / f"monitoring.coreos.com_{kind}.yaml"))
         chart.wait_crd_established(f"{kind}.monitoring.coreos.com")

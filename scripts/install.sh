@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs what `make demo` (install.sh demo) or the suite (install.sh test) needs, each step cached by version
+# or input hash, so a second run takes seconds. Two chains run side by side: the Go builds (CPU) and the Python
+# side (pip and buildah: network and disk). The images come after the virtualenv, so their build finds torch
+# and friends in the pip cache the venv filled. Prometheus and the third-party CRDs are the suite's alone: the
+# demo does not wait for them. REWARDPOOL_INSTALL_TIMES=<file> appends "<phase> <seconds>" lines (cold-check).
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+target="${1:-test}"
+case "$target" in demo|test) ;; *) echo "usage: install.sh demo|test" >&2; exit 2 ;; esac
+times="${REWARDPOOL_INSTALL_TIMES:-}"
+start=$SECONDS
+
+phase() {  # name, script: runs it (its stdout is the path it prints), records how long it took
+  local name=$1 t0=$SECONDS
+  bash "$root/$2" >/dev/null
+  if [ -n "$times" ]; then echo "$name $((SECONDS - t0))" >> "$times"; fi
+}
+
+# apt first and one at a time (dpkg's lock)
+phase tools scripts/tools.sh
+phase apt devcluster/node-deps.sh
+
+go_chain() {
+  phase controlplane devcluster/build.sh
+  phase node devcluster/build-node.sh
+  if [ "$target" = test ]; then
+    phase prometheus devcluster/build-prometheus.sh
+    phase crds devcluster/fetch-crds.sh
+  fi
+}
+python_chain() {
+  phase venv scripts/venv.sh
+  phase images devcluster/images.sh
+}
+go_chain & go_pid=$!
+python_chain & py_pid=$!
+rc=0
+wait "$go_pid" || rc=$?
+wait "$py_pid" || rc=$?
+if [ "$rc" -ne 0 ]; then echo "[install] $target: a step failed (its message is above)" >&2; fi
+if [ -n "$times" ]; then echo "install-wall $((SECONDS - start))" >> "$times"; fi
+exit "$rc"
