@@ -85,7 +85,9 @@ for target in operator worker; do
     # the previous tree's image of this target goes; the layer cache (buildah's intermediate images) stays:
     # it is what makes the next code change cheap. It grows only when the dependencies change (then
     # `rm -rf ~/.cache/rewardpool/images` starts afresh).
-    for old in $("${B[@]}" images --format '{{.Name}}:{{.Tag}}' | grep "^localhost/rewardpool-$target:dev-" | grep -vx "$ref"); do
+    # (awk, not grep: grep's "no match" would be a failing step when there is no older image)
+    for old in $("${B[@]}" images --format '{{.Name}}:{{.Tag}}' \
+                 | awk -v p="localhost/rewardpool-$target:dev-" -v r="$ref" 'index($0, p) == 1 && $0 != r'); do
       "${B[@]}" rmi "$old" >/dev/null 2>&1 || true
     done
   fi

@@ -95,6 +95,11 @@ timed() {  # name, log file, command...: runs it with the output to the log and 
 timed demo "$logs/demo.log" env REWARDPOOL_INSTALL_TIMES="$work/demo-times" make demo DEMO_NETNS="$demo_ns"
 timed down "$logs/down.log" make down DEMO_NETNS="$demo_ns"
 timed test "$logs/test.log" env REWARDPOOL_INSTALL_TIMES="$work/test-times" make test PYTEST_ARGS="-q -rfE"
+# a step that printed a failure and went on is a latent bug (a failing command whose status was ignored)
+if grep -h "\] FAILED: '" "$logs/demo.log" "$logs/test.log" >&2; then
+  log "the install printed failures (above) although it went on: fix them"
+  exit 1
+fi
 apt_new=$(comm -13 <(echo "$apt_before") <(dpkg-query -W -f '${Package}\n' | sort) | wc -l)
 
 # ---- the table ------------------------------------------------------------------------------------------------

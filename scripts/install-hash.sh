@@ -9,6 +9,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 inputs() {
   printf '%s\n' Makefile Dockerfile .dockerignore pyproject.toml devcluster/*.sh scripts/*.sh \
+    devcluster/rewardpool_devcluster/node_images.py \
     | grep -vx 'scripts/gpu-check.sh' | LC_ALL=C sort -u
 }
 digest() {  # path and content of each, in a fixed order: the same tree gives the same hash anywhere

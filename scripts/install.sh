@@ -2,7 +2,7 @@
 # Installs what `make demo` (install.sh demo) or the suite (install.sh test) needs, each step cached by version
 # or input hash, so a second run takes seconds. Two chains run side by side: the Go builds (CPU) and the Python
 # side (pip and buildah: network and disk). The images come after the virtualenv, so their build finds torch
-# and friends in the pip cache the venv filled. Prometheus and the third-party CRDs are the suite's alone: the
+# and friends in the pip cache the venv filled, and are then imported into the real node's containerd. Prometheus and the third-party CRDs are the suite's alone: the
 # demo does not wait for them. REWARDPOOL_INSTALL_TIMES=<file> appends "<phase> <seconds>" lines (cold-check).
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -12,27 +12,32 @@ case "$target" in demo|test) ;; *) echo "usage: install.sh demo|test" >&2; exit 
 times="${REWARDPOOL_INSTALL_TIMES:-}"
 start=$SECONDS
 
-phase() {  # name, script: runs it (its stdout is the path it prints), records how long it took
+out=""
+phase() {  # name, command...: runs it (its stdout, a path it prints, kept in $out), records how long it took
   local name=$1 t0=$SECONDS
-  bash "$root/$2" >/dev/null
+  shift
+  out=$("$@")
   if [ -n "$times" ]; then echo "$name $((SECONDS - t0))" >> "$times"; fi
 }
 
 # apt first and one at a time (dpkg's lock)
-phase tools scripts/tools.sh
-phase apt devcluster/node-deps.sh
+phase tools bash "$root/scripts/tools.sh"
+phase apt bash "$root/devcluster/node-deps.sh"
 
 go_chain() {
-  phase controlplane devcluster/build.sh
-  phase node devcluster/build-node.sh
+  phase controlplane bash "$root/devcluster/build.sh"
+  phase node bash "$root/devcluster/build-node.sh"
   if [ "$target" = test ]; then
-    phase prometheus devcluster/build-prometheus.sh
-    phase crds devcluster/fetch-crds.sh
+    phase prometheus bash "$root/devcluster/build-prometheus.sh"
+    phase crds bash "$root/devcluster/fetch-crds.sh"
   fi
 }
 python_chain() {
-  phase venv scripts/venv.sh
-  phase images devcluster/images.sh
+  phase venv bash "$root/scripts/venv.sh"
+  local venv=$out
+  phase images bash "$root/devcluster/images.sh"
+  # into the node's containerd now, while the Go chain still builds (the node would otherwise wait for it)
+  phase node-images "$venv/bin/python" -m rewardpool_devcluster.node_images "$out"
 }
 go_chain & go_pid=$!
 python_chain & py_pid=$!

@@ -256,33 +256,17 @@ class RealNode(Supervised):
                               check=check, timeout=timeout)
 
     def import_images(self) -> None:
-        """Imports the images containerd lacks, streamed from buildah's storage through a fifo (no tar on disk):
-        `imagePullPolicy: IfNotPresent` then finds them; nothing is ever pulled from a registry."""
-        have = set(self.ctr("images", "ls", "-q").stdout.split())
-        # earlier builds of the project's images go first (synchronous GC), so their unique layers are not on
-        # disk next to the new ones
-        current = {self.images.operator, self.images.worker}
-        for old in sorted(have):
-            if old.startswith(("localhost/rewardpool-operator:", "localhost/rewardpool-worker:")) and old not in current:
-                self.ctr("images", "rm", "--sync", old, check=False)
-        for ref in dict.fromkeys((self.images.pause, self.images.operator, self.images.worker)):
-            if ref in have:
-                continue
-            t = time.monotonic()
-            log.info("importing %s into the node's containerd (the worker image, ~6 GB: about 2 min)", ref)
-            fifo = self.workdir / "import.fifo"
-            fifo.unlink(missing_ok=True)
-            os.mkfifo(fifo)
-            push = subprocess.Popen([*self.images.buildah(), "push", ref, f"docker-archive:{fifo}:{ref}"],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            res = self.ctr("images", "import", str(fifo), check=False)
-            _, push_err = push.communicate(timeout=60)
-            fifo.unlink(missing_ok=True)
-            if res.returncode != 0 or push.returncode != 0:
-                raise RealNodeError(f"importing {ref} into containerd failed: buildah push exited {push.returncode} "
-                                    f"({push_err.strip()[-1000:]}); ctr import exited {res.returncode} "
-                                    f"({res.stderr.strip()[-1000:]})")
-            self.timings[f"import {ref.split('/')[-1].split(':')[0]}"] = time.monotonic() - t
+        """What the install step did not import already (node_images: streamed from buildah, no registry)."""
+        from .node_images import import_missing
+
+        try:
+            took = import_missing(self.ctr, self.images.buildah(),
+                                  [self.images.pause, self.images.operator, self.images.worker],
+                                  {self.images.operator, self.images.worker}, self.workdir / "import.fifo")
+        except RuntimeError as e:
+            raise RealNodeError(str(e)) from None
+        for ref, secs in took.items():
+            self.timings[f"import {ref.split('/')[-1].split(':')[0]}"] = secs
 
     def _kill_tasks(self) -> None:
         for _ in range(2):

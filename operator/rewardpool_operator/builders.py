@@ -115,6 +115,7 @@ def scorer_config(component, shared) -> ScorerConfig:
                         args=dict(component.args),
                         num_frames=pick(component.numFrames, shared.numFrames),
                         model_path=pick(component.modelPath, shared.modelPath),
+                        processor_path=pick(component.processorPath, shared.processorPath),
                         frames_per_forward=pick(component.framesPerForward, shared.framesPerForward),
                         batch_size=shared.batchSize, device=shared.device, gpus=shared.gpus, dtype=shared.dtype)
 

@@ -28,6 +28,7 @@ class _ScorerFields(_M):
     args: dict[str, Any] = Field(default_factory=dict)
     numFrames: int | None = Field(default=None, ge=1)
     modelPath: str | None = None
+    processorPath: str | None = None
     modelMemory: Quantity | None = None
 
     @property

@@ -122,6 +122,23 @@ def test_mixture_components_inherit_the_shared_settings():
     assert cfg.read_buffer_max_bytes == s.read_buffer_bytes == 4 * 269_000_000
 
 
+def test_processor_path_reaches_the_worker_and_components_inherit_it():
+    p = pool(scorer={"name": "pickscore", "modelPath": "/models/ps", "processorPath": "/models/laion-clip"})
+    _, pod = render(p)
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    cfg = WorkerConfig.from_json(env[ENV_VAR])
+    assert (cfg.scorer.model_path, cfg.scorer.processor_path) == ("/models/ps", "/models/laion-clip")
+    mix = pool(scorer={"modelPath": "/models/ps", "processorPath": "/models/laion-clip"},
+               scorers=[{"name": "pickscore"}, {"class": "rm.hps:Hps", "processorPath": "/models/hps-proc"}])
+    _, pod = render(mix)
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    ps, hps = WorkerConfig.from_json(env[ENV_VAR]).scorers
+    assert (ps.processor_path, hps.processor_path) == ("/models/laion-clip", "/models/hps-proc")
+    unset = WorkerConfig.from_json({e["name"]: e.get("value") for e in render(pool(
+        scorer={"name": "pickscore", "modelPath": "/m"}))[1]["spec"]["containers"][0]["env"]}[ENV_VAR])
+    assert unset.scorer.processor_path is None  # the worker then loads the processor from modelPath
+
+
 def test_scorer_forms_are_exclusive():
     import pydantic
     import pytest

@@ -14,6 +14,74 @@ def test_frame_indices(total, n, expected):
     assert frames.frame_indices(total, n) == expected
 
 
+def miles_sample_frame_indices(num_total_frames, num_frames):
+    """The framework's rule as its processing_utils writes it (the reference: not the project's code)."""
+    if num_total_frames <= 0:
+        raise ValueError(f"video has no frames: {num_total_frames}")
+    if num_frames is None or num_total_frames <= num_frames:
+        return list(range(num_total_frames))
+    if num_frames == 1:
+        return [num_total_frames // 2]
+    step = (num_total_frames - 1) / (num_frames - 1)
+    return [int(round(i * step)) for i in range(num_frames)]
+
+
+def test_frame_indices_are_the_frameworks_for_every_n_and_k():
+    """Exhaustive over n <= 1024, k <= 128 (and unset): bit-identical, ties included."""
+    for n in range(1, 1025):
+        for k in [None, *range(1, 129)]:
+            assert frames.frame_indices(n, k) == miles_sample_frame_indices(n, k), (n, k)
+
+
+@pytest.mark.parametrize("n, k, i, frame", [(30, 15, 7, 15), (101, 25, 15, 63)])
+def test_frame_indices_at_the_ties_the_issue_names(n, k, i, frame):
+    # the framework divides first: 29/14 * 7 is 14.5 + float error above, so round gives 15 (not 14)
+    assert frames.frame_indices(n, k)[i] == frame
+
+
+def miles_image_or_video_to_uint8(tensor, *, round_normalized=False):
+    """The framework's conversion as its processing_utils writes it (the reference)."""
+    output = tensor.float()
+    if float(output.max()) <= 1.0 + 1e-3:
+        output = output * 255.0
+        if round_normalized:
+            output = output.round()
+    return output.clamp(0, 255).to(torch.uint8)
+
+
+@pytest.mark.parametrize("values", [[0.0, 0.5, 1.0], [100.5 / 255, 101.5 / 255, 0.25], [3.5, 200.5, 255.0, 300.0],
+                                    [1.0005, 0.00196], [0.5 / 255, 1.5 / 255, 2.5 / 255]])
+@pytest.mark.parametrize("quantise, round_normalized", [("truncate", False), ("round", True)])
+def test_to_uint8_is_the_frameworks_conversion(values, quantise, round_normalized):
+    x = torch.tensor(values)
+    assert torch.equal(frames.to_uint8(x, quantise), miles_image_or_video_to_uint8(x, round_normalized=round_normalized))
+
+
+def test_round_and_truncate_differ_where_the_framework_says():
+    x = torch.tensor([0.0, 0.5, 1.0])
+    assert frames.to_uint8(x).tolist() == [0, 127, 255]  # PickScore truncates
+    assert frames.to_uint8(x, "round").tolist() == [0, 128, 255]  # HPS-style rewards round
+    with pytest.raises(ValueError, match="quantise"):
+        frames.to_uint8(x, "nearest")
+
+
+def test_a_frame_subset_gives_each_scorer_its_own_frames():
+    video = torch.rand(3, 121, 4, 6)
+    sub = frames.subset(video, [3, 8])  # a mixture: 3 frames for one scorer, 8 for the other
+    assert isinstance(sub, frames.FrameSubset)
+    assert list(sub.indices) == sorted(set(frames.frame_indices(121, 3)) | set(frames.frame_indices(121, 8)))
+    assert sub.frames.shape == (3, len(sub.indices), 4, 6) and sub.nbytes < video.numel() * 4
+    for k in (3, 8):
+        assert torch.equal(frames.pick_frames(sub, k), frames.pick_frames(video, k))
+        assert torch.equal(frames.pick_frames(sub, k, "round"), frames.pick_frames(video, k, "round"))
+    with pytest.raises(ValueError, match="were not sent"):
+        frames.pick_frames(sub, 5)
+    assert frames.subset(video, [121]) is video  # every frame: sent whole
+    image = torch.rand(3, 4, 6)
+    assert frames.subset(image, [3]) is image
+    assert frames.inline_bytes(sub) == sub.nbytes and frames.inline_bytes(video) == video.numel() * 4
+
+
 def test_to_uint8_truncates_and_takes_both_ranges():
     # [0, 1] floats are scaled; 100.6 and 100.4 both truncate to 100 (rounding would give 101 and 100)
     unit = torch.tensor([100.6, 100.4, 0.0, 255.0]) / 255
@@ -29,7 +97,7 @@ def test_to_uint8_truncates_and_takes_both_ranges():
 def test_pick_frames_picks_before_quantising(monkeypatch):
     seen = []
     real = frames.to_uint8
-    monkeypatch.setattr(frames, "to_uint8", lambda t: (seen.append(tuple(t.shape)), real(t))[1])
+    monkeypatch.setattr(frames, "to_uint8", lambda t, q="truncate": (seen.append(tuple(t.shape)), real(t, q))[1])
     video = torch.rand(3, 16, 8, 8)
     out = frames.pick_frames(video, 4)
     assert seen == [(3, 4, 8, 8)]  # only the 4 picked frames were converted

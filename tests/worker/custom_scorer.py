@@ -93,3 +93,18 @@ class MeanScorer(FailOnPromptScorer):
 
     def __init__(self, seconds: float = 0.05):
         super().__init__(seconds)
+
+
+class RoundedFrameMean:
+    """A custom scorer that declares its frames and rounds (as an HPS-style reward): the mean of its picked
+    frames after the rounding uint8 conversion, in [0, 1]."""
+    picks_frames = True
+    quantise = "round"
+
+    def __init__(self, num_frames: int | None = None):
+        self.num_frames = num_frames
+
+    def score_batch(self, outputs, prompts):
+        from rewardpool_worker.frames import pick_frames
+
+        return [float(pick_frames(o, self.num_frames, self.quantise).float().mean() / 255) for o in outputs]

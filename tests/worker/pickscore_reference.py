@@ -1,6 +1,6 @@
 """PickScore written straight from the training framework's conventions, one frame at a time, to check the
 worker's scorer against. It shares no code with rewardpool_worker (no frame picking, no quantisation, no
-batching of its own): only the CLIP model and processor both load."""
+batching of its own): only the CLIP model weights are shared; the processor is loaded the framework's way."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,11 +9,21 @@ from PIL import Image
 
 
 def indices(n: int, k: int | None) -> list[int]:
+    """The framework's sample_frame_indices: the step first, then round(i * step)."""
     if k is None or n <= k:
         return list(range(n))
     if k == 1:
         return [n // 2]
-    return [int(round(i * (n - 1) / (k - 1))) for i in range(k)]
+    step = (n - 1) / (k - 1)
+    return [int(round(i * step)) for i in range(k)]
+
+
+def processor(path) -> object:
+    """The processor as the framework loads it: `CLIPProcessor.from_pretrained(processor_path)`, the library's
+    default image backend (torchvision's when installed)."""
+    from transformers import CLIPProcessor
+
+    return CLIPProcessor.from_pretrained(str(path))
 
 
 def quantise(frames: np.ndarray, rounding: bool = False) -> np.ndarray:

@@ -53,7 +53,7 @@ def test_pickscore_matches_the_reference_on_held_out_cases(clip_dir, num_frames,
                                        device="cpu", frames_per_forward=frames_per_forward))
     cases = held_out_cases()
     got = scorer.score_batch([c[1] for c in cases], [c[2] for c in cases])  # one batch: forwards span outputs
-    want = [ref.score(scorer.model, scorer.processor, out, prompt, num_frames) for _, out, prompt in cases]
+    want = [ref.score(scorer.model, ref.processor(clip_dir), out, prompt, num_frames) for _, out, prompt in cases]
     bad = [(what, g, w) for (what, _, _), g, w in zip(cases, got, want) if not close(g, w)]
     assert not bad, bad
 
@@ -62,7 +62,7 @@ def test_the_edge_cases_are_sharp(clip_dir):
     """Each convention the old scorer got wrong changes the score by more than the tolerance on these cases, so
     the parity test above fails on any of them."""
     scorer = build_scorer(ScorerConfig(name="pickscore", num_frames=4, model_path=str(clip_dir), device="cpu"))
-    m, p = scorer.model, scorer.processor
+    m, p = scorer.model, ref.processor(clip_dir)
     cases = dict((what, (out, prompt)) for what, out, prompt in held_out_cases())
     out, prompt = cases["rounds and truncates differently"]
     assert not close(ref.score(m, p, out, prompt, 4, rounding=True), ref.score(m, p, out, prompt, 4))
@@ -91,5 +91,46 @@ def test_stored_outputs_score_as_the_inline_ones(store, clip_dir):
     readers = [RegisteredTensorReader(store), RegisteredTensorReader(store)]
     stored = StoredOutputRewardActor(scorer, readers, batch_size=len(cases)).score_batch(refs, prompts)
     assert stored == scorer.score_batch([c[1] for c in cases], prompts)
-    assert all(close(s, ref.score(scorer.model, scorer.processor, out, pr, 4))
+    assert all(close(s, ref.score(scorer.model, ref.processor(clip_dir), out, pr, 4))
                for s, (_, out, pr) in zip(stored, cases))
+
+
+def test_the_image_backend_is_the_frameworks(clip_dir):
+    """The framework's environment has torchvision, so the CLIP processor's default backend there is
+    torchvision's; the worker's environment has it too and loads the processor the same way."""
+    import torchvision  # noqa: F401  (in the worker extra: the image carries it)
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+
+    scorer = build_scorer(ScorerConfig(name="pickscore", num_frames=2, model_path=str(clip_dir), device="cpu"))
+    framework = ref.processor(clip_dir).image_processor
+    assert type(scorer.processor.image_processor) is type(framework)
+    assert not isinstance(scorer.processor.image_processor, CLIPImageProcessorPil)
+    assert scorer.image_backend == type(framework).__name__
+
+
+def test_processor_and_model_from_two_paths(clip_dir, tmp_path):
+    """The framework loads the LAION CLIP processor and the PickScore weights from two directories."""
+    import shutil
+
+    weights, proc = tmp_path / "pickscore", tmp_path / "laion-clip"
+    shutil.copytree(clip_dir, weights)
+    proc.mkdir()
+    for f in list(weights.iterdir()):
+        if f.name not in ("config.json", "model.safetensors"):
+            shutil.move(str(f), proc / f.name)
+    with pytest.raises(Exception):
+        build_scorer(ScorerConfig(name="pickscore", model_path=str(weights), device="cpu"))
+    two = build_scorer(ScorerConfig(name="pickscore", num_frames=4, model_path=str(weights),
+                                    processor_path=str(proc), device="cpu"))
+    one = build_scorer(ScorerConfig(name="pickscore", num_frames=4, model_path=str(clip_dir), device="cpu"))
+    out = torch.rand(3, 9, 40, 40, generator=_gen(9300))
+    assert two.score_batch([out], ["a lighthouse"]) == one.score_batch([out], ["a lighthouse"])
+
+
+@pytest.mark.parametrize("n, k", [(30, 15), (101, 25)])
+def test_scores_at_the_frame_rule_ties(clip_dir, n, k):
+    """Where dividing first and multiplying first pick different frames, the scorer scores the framework's."""
+    scorer = build_scorer(ScorerConfig(name="pickscore", num_frames=k, model_path=str(clip_dir), device="cpu"))
+    out = torch.rand(3, n, 32, 32, generator=_gen(9400 + n))
+    got = scorer.score_batch([out], ["a tie"])[0]
+    assert close(got, ref.score(scorer.model, ref.processor(clip_dir), out, "a tie", k))

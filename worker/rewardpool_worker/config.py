@@ -214,6 +214,7 @@ class ScorerConfig(BaseModel):
     num_frames: int | None = Field(default=None, ge=1)
     batch_size: int = Field(default=8, ge=1, description="most outputs one call may carry; larger is refused")
     model_path: str | None = None
+    processor_path: str | None = None  # default: model_path
     device: Literal["auto", "cpu", "cuda"] = Field(default="auto",
                                                    description="auto: cuda when the process sees a GPU")
     gpus: int = Field(default=0, ge=0, description="GPUs the pod and the Ray actor request")

@@ -3,6 +3,8 @@ moves its reward to a RewardPool must log the same rewards). Shared by the store
 both give the same frames and the same scores."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 # The framework treats an output whose largest value is at most 1 (+ this slack for float noise) as [0, 1]
@@ -12,33 +14,93 @@ UNIT_RANGE_SLACK = 1e-3
 
 def frame_indices(total: int, num_frames: int | None) -> list[int]:
     """All frames when `num_frames` is unset or the video has no more; one frame: `total // 2`; otherwise
-    `num_frames` evenly spaced, first and last included (Python's round: halves go to the even index)."""
+    `num_frames` evenly spaced, first and last included. The step is computed first, then each index is
+    `round(i * step)`, exactly as the framework does: `round(i * (total - 1) / (num_frames - 1))` is not the
+    same float, and at exact halves Python's round (to even) then picks another frame (n=30, k=15, i=7)."""
     if total <= 0:
         raise ValueError("a video needs at least one frame")
     if num_frames is None or total <= num_frames:
         return list(range(total))
     if num_frames == 1:
         return [total // 2]
-    return [int(round(i * (total - 1) / (num_frames - 1))) for i in range(num_frames)]
+    step = (total - 1) / (num_frames - 1)
+    return [int(round(i * step)) for i in range(num_frames)]
 
 
-def to_uint8(frames: torch.Tensor) -> torch.Tensor:
-    """As float; [0, 1] (max <= 1 + 1e-3) scaled to [0, 255]; clamped to [0, 255]; converted by truncation,
-    not rounding (the framework's `.to(torch.uint8)`). Values already in [0, 255] go through the same steps."""
+QUANTISE = ("truncate", "round")
+
+
+def to_uint8(frames: torch.Tensor, quantise: str = "truncate") -> torch.Tensor:
+    """As float; [0, 1] (max <= 1 + 1e-3) scaled to [0, 255] and, with quantise="round", rounded (half to even);
+    clamped to [0, 255]; converted by `.to(torch.uint8)`, which truncates. So "truncate" is the framework's
+    PickScore and "round" its HPS, OCR and API rewards (`round_normalized=True`); values already in [0, 255] are
+    truncated either way, as there."""
+    if quantise not in QUANTISE:
+        raise ValueError(f"quantise must be one of {QUANTISE}, not {quantise!r}")
     x = frames.float()
     if x.numel() and float(x.max()) <= 1 + UNIT_RANGE_SLACK:
         x = x * 255
+        if quantise == "round":
+            x = x.round()
     return x.clamp(0, 255).to(torch.uint8)
 
 
-def pick_frames(output: torch.Tensor, num_frames: int | None) -> torch.Tensor:
-    """Frames of an output as uint8 (F, H, W, C). A video is (C, F, H, W); an image (C, H, W) is one frame.
-    Frames are picked before quantising, so only the picked frames are converted (and the [0, 1] test looks
-    at the picked frames, as it does when the rollout process picks them inline)."""
+@dataclass(frozen=True)
+class FrameSubset:
+    """Some frames of a (C, F, H, W) video, as the caller sent them: `frames` is (C, len(indices), H, W), the
+    video's frames at `indices` (ascending) of its `total`. The client sends an inline video this way when every
+    scorer of the pool picks frames, so only the frames that will be scored cross the wire (as when the
+    framework slices `generated_output[:, indices]` in its rollout process)."""
+    frames: torch.Tensor
+    total: int
+    indices: tuple[int, ...]
+
+    @property
+    def nbytes(self) -> int:
+        return self.frames.numel() * self.frames.element_size()
+
+
+def union_indices(total: int, frame_counts: list[int | None]) -> list[int]:
+    """The frames any of several scorers picks (each with its own num_frames), ascending."""
+    return sorted({i for k in frame_counts for i in frame_indices(total, k)})
+
+
+def subset(video: torch.Tensor, frame_counts: list[int | None]) -> torch.Tensor | FrameSubset:
+    """A (C, F, H, W) video cut to the frames its scorers pick; the video itself when that is every frame (or
+    it is an image)."""
+    if video.dim() != 4:
+        return video
+    idx = union_indices(video.shape[1], frame_counts)
+    if len(idx) == video.shape[1]:
+        return video
+    return FrameSubset(video[:, idx].contiguous(), video.shape[1], tuple(idx))
+
+
+def inline_bytes(output) -> int:
+    """Bytes of an inline output sent to a worker (0 for a stored output, which the worker reads itself)."""
+    if isinstance(output, FrameSubset):
+        return output.nbytes
+    if isinstance(output, torch.Tensor):
+        return output.numel() * output.element_size()
+    return 0
+
+
+def pick_frames(output: torch.Tensor | FrameSubset, num_frames: int | None, quantise: str = "truncate") -> torch.Tensor:
+    """Frames of an output as uint8 (F, H, W, C). A video is (C, F, H, W); an image (C, H, W) is one frame; a
+    FrameSubset gives the frames the rule picks from the whole video it came from. Frames are picked before
+    quantising, so only the picked frames are converted (and the [0, 1] test looks at the picked frames, as it
+    does when the rollout process picks them inline); `quantise` is the scorer's (see to_uint8)."""
+    if isinstance(output, FrameSubset):
+        want = frame_indices(output.total, num_frames)
+        at = {f: j for j, f in enumerate(output.indices)}
+        missing = [f for f in want if f not in at]
+        if missing:
+            raise ValueError(f"frames {missing} of {output.total} were not sent (sent {list(output.indices)})")
+        return to_uint8(output.frames[:, [at[f] for f in want]], quantise).permute(1, 2, 3, 0).contiguous()
     if output.dim() == 3:
         output = output.unsqueeze(1)
     if output.dim() != 4:
         raise ValueError(f"expected an image (C,H,W) or a video (C,F,H,W), got shape {tuple(output.shape)}")
     idx = frame_indices(output.shape[1], num_frames)
     picked = output[:, idx]
-    return to_uint8(picked).permute(1, 2, 3, 0).contiguous()
+    return to_uint8(picked, quantise).permute(1, 2, 3, 0).contiguous()

@@ -15,7 +15,7 @@ from .config import WorkerConfig
 from .errors import Draining
 from .reader import ALIGN, RegisteredTensorReader
 from .records import OutputRef
-from .scorers import build_scorers
+from .scorers import build_scorers, frames_declared
 from .store import Store, StoreError
 
 log = logging.getLogger("rewardpool.worker")
@@ -90,6 +90,7 @@ class RewardWorker:
                 "model_loaded": self.scorer is not None, "load_seconds": self.load_seconds,
                 "warmup_seconds": self.actor.warmup_seconds, "batch_size": self.cfg.scorer.batch_size,
                 "max_queue": MAX_QUEUE, "components": [c.component for c in self.cfg.components],
+                "frames": frames_declared(self.scorer) if self.scorer is not None else None,
                 "draining": self.draining,
                 "store_hostname": self.store.hostname}
 

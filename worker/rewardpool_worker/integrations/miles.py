@@ -14,9 +14,9 @@ from an environment variable (the argument wins):
 | pool | REWARDPOOL_POOL | (required) | the RewardPool's name |
 | namespace | REWARDPOOL_NAMESPACE | default | its Kubernetes namespace |
 | ray_namespace | REWARDPOOL_RAY_NAMESPACE | rewardpool | the pool's `spec.ray.namespace` |
-| reward_key | REWARDPOOL_REWARD_KEY | (none) | return this component of a several-scorer pool as a float (e.g. `weighted`); without it such a pool returns `{component..., "weighted": sum}` dicts (for miles' `--reward-key`) |
+| reward_key | REWARDPOOL_REWARD_KEY | (none) | return this component of a several-scorer pool as a float (e.g. `weighted`); without it such a pool returns `{component..., "weighted": sum}` dicts, for miles' `--reward-key` (the two together are refused) |
 | timeout | REWARDPOOL_TIMEOUT | 600 | seconds for one call; past it the batches are cancelled and the call raises TimeoutError |
-| on_error | REWARDPOOL_ON_ERROR | raise | `raise`: a sample that cannot be scored fails the call; a number: its reward instead (logged) |
+| on_error | REWARDPOOL_ON_ERROR | raise | `raise`: a sample that cannot be scored fails the call; a number: its reward instead (logged; a dict of that number per component when the others are dicts) |
 | release | REWARDPOOL_RELEASE | false | remove the stored outputs after the reward (only for framework versions that do not release them themselves) |
 | store_master | REWARDPOOL_STORE_MASTER | (none) | mooncake_master host:port, needed by release=true |
 | store_protocol | REWARDPOOL_STORE_PROTOCOL | tcp | the store client's protocol, for release=true |
@@ -25,8 +25,19 @@ from an environment variable (the argument wins):
 
 A sample's `generated_output` is a stored-tensor ref (anything with `key`, `shape`, `dtype` and `size` or
 `nbytes`; or an OutputRef) which the worker reads from the store, or an inline (C, F, H, W) tensor (the
-evaluation path), sent to the worker as is; one call may mix both. Each sample gets
-`reward_max_queue_depth`: the deepest queue this process had on one worker while the call was dispatched.
+evaluation path, and every output in public miles, which has no output store); one call may mix both. An inline
+video is sent cut to the frames the pool's scorers pick when they all pick frames (as miles' pickscore_rm
+slices `generated_output[:, indices]` before its actors), else whole.
+
+Rewards come in the shape miles reads. A one-scorer pool gives floats. A several-scorer pool gives
+`{component..., "weighted": sum}` dicts, which need miles' `--reward-key` (it indexes each reward with it);
+or `reward_key` here gives that component as a float, which then must not be combined with `--reward-key`
+(refused). With `--reward-key`, a one-scorer pool's float comes as `{reward_key: score}` and an `on_error`
+reward as a dict of every component, so every sample's reward is a dict.
+
+Each sample's `reward_max_queue_depth` gets the pool's name set to the deepest queue a batch of the call joined
+on a worker (0: it waited behind nothing), merged into the dict that is there, as miles'
+`record_reward_queue_depth` does (its rollout metrics log `perf/reward_max_queue_depth_<name>`).
 
 A new rollout is a call after HINT_GAP_SECONDS without one (the first micro-group of a rollout): the hook
 then announces the rollout's outputs once, expiring after `timeout` (a failed announcement is logged, once,
@@ -47,6 +58,7 @@ import torch
 from ..async_client import AsyncRewardPoolClient
 from ..errors import SampleError
 from ..records import OutputRef
+from ..scorers.mixture import WEIGHTED
 
 log = logging.getLogger("rewardpool.miles")
 
@@ -184,12 +196,55 @@ def _releaser(cfg: HookConfig):
     return _releasers[key]
 
 
-def _value(result, cfg: HookConfig):
-    if cfg.reward_key is None or not isinstance(result, dict):
+def check_reward_key(cfg: HookConfig, miles_key: str | None) -> None:
+    """Refuse what would crash miles later: with its --reward-key, miles indexes every sample's reward as a dict
+    (get_reward_value, the per-component panels), so the hook's own reward_key (floats) cannot be combined."""
+    if cfg.reward_key and miles_key:
+        raise ValueError(f"--custom-rm-args reward_key={cfg.reward_key} together with miles' --reward-key "
+                         f"{miles_key}: miles then reads each reward as a dict and indexes it with {miles_key!r}, "
+                         "but reward_key makes the hook return floats; drop reward_key from --custom-rm-args (the "
+                         "hook returns the component dicts and miles picks its key)")
+
+
+def record_queue_depth(sample, name: str, depth: int) -> None:
+    """As miles' record_reward_queue_depth: `sample.reward_max_queue_depth` is a dict of depths (floats) by reward
+    name, merged with what is there; miles' rollout metrics log each name's maximum."""
+    depths = sample.reward_max_queue_depth if isinstance(getattr(sample, "reward_max_queue_depth", None), dict) \
+        else {}
+    depths[name] = float(depth)
+    sample.reward_max_queue_depth = depths
+
+
+def _value(result, cfg: HookConfig, miles_key: str | None):
+    """A scored sample's reward in the shape miles reads: a float, or (with its --reward-key) a dict holding it."""
+    if cfg.reward_key is not None:
+        if not isinstance(result, dict):
+            return result
+        if cfg.reward_key not in result:
+            raise KeyError(f"reward_key {cfg.reward_key!r} is not a component of the pool's result {sorted(result)}")
+        return result[cfg.reward_key]
+    if miles_key:
+        if not isinstance(result, dict):
+            return {miles_key: float(result)}  # one scorer: the dict miles indexes, under its key
+        if miles_key not in result:
+            raise KeyError(f"miles' --reward-key {miles_key!r} is not a component of {cfg.namespace}/{cfg.pool}'s "
+                           f"results {sorted(result)}")
         return result
-    if cfg.reward_key not in result:
-        raise KeyError(f"reward_key {cfg.reward_key!r} is not a component of the pool's result {sorted(result)}")
-    return result[cfg.reward_key]
+    if isinstance(result, dict):
+        raise ValueError(f"{cfg.namespace}/{cfg.pool} scores with several scorers ({sorted(result)}): set miles' "
+                         "--reward-key to one of them (or reward_key= in --custom-rm-args); miles cannot train on "
+                         "a dict reward without it")
+    return result
+
+
+def _error_reward(cfg: HookConfig, miles_key: str | None, components: list[str] | None):
+    """on_error's number in the same shape as the scored samples' rewards (a dict of every component with
+    miles' --reward-key, so its per-component panels average it like the others)."""
+    value = float(cfg.on_error)
+    if not miles_key or cfg.reward_key is not None:
+        return value
+    keys = list(components) + [WEIGHTED] if components and len(components) > 1 else []
+    return {k: value for k in dict.fromkeys([*keys, miles_key])}
 
 
 async def rewardpool_rm(args, samples, **kwargs):
@@ -197,19 +252,23 @@ async def rewardpool_rm(args, samples, **kwargs):
     single = not isinstance(samples, (list, tuple))
     samples = [samples] if single else list(samples)
     cfg = HookConfig.parse(getattr(args, "custom_rm_args", None))
+    miles_key = getattr(args, "reward_key", None)
+    check_reward_key(cfg, miles_key)
     await _announce(cfg, args, time.monotonic())
     outputs = [as_output(s.generated_output) for s in samples]
     prompts = [s.prompt if isinstance(s.prompt, str) else str(s.prompt) for s in samples]
-    report = await _client(cfg).score_detailed(outputs, prompts, timeout=cfg.timeout)
+    client = _client(cfg)
+    report = await client.score_detailed(outputs, prompts, timeout=cfg.timeout)
     rewards = []
     for s, r in zip(samples, report.results):
-        s.reward_max_queue_depth = report.max_queue_depth
+        record_queue_depth(s, cfg.pool, report.max_queue_depth)
         if isinstance(r, SampleError):
             if cfg.on_error == "raise":
                 raise r.cause
             log.warning("sample %s not scored (%s); reward %s", r.index, r, cfg.on_error)
-            r = float(cfg.on_error)
-        rewards.append(_value(r, cfg))
+            rewards.append(_error_reward(cfg, miles_key, client.components))
+        else:
+            rewards.append(_value(r, cfg, miles_key))
     if cfg.release:
         refs = [o for o in outputs if isinstance(o, OutputRef)]
         rel = _releaser(cfg)

@@ -7,7 +7,12 @@ The contract for a custom scorer's `score_batch`: the outputs it receives are vi
 registered read buffer, valid only until `score_batch` returns (the next batch is read into the same memory).
 Keep nothing that references them (no tensors, no slices, no `.numpy()` arrays) past the return: copy what
 must outlive the call (`t.clone()`). Do not write into them. A scorer that needs a copy anyway can say
-`copy_outputs = True` on its class and gets its own copies."""
+`copy_outputs = True` on its class and gets its own copies.
+
+A scorer that looks only at `frames.pick_frames(output, self.num_frames)` says `picks_frames = True`: when every
+scorer of a pool does (with num_frames set), the client sends an inline video cut to those frames (a
+`frames.FrameSubset`, which `pick_frames` takes like a tensor). Its `quantise` ("truncate", the default, or
+"round") is the uint8 conversion it passes to `pick_frames`, as the framework's reward of that kind does."""
 from __future__ import annotations
 
 import importlib
@@ -46,16 +51,17 @@ def _accepted(cls, offered: dict) -> dict:
 
 def build_scorer(cfg: ScorerConfig):
     """Instantiate one configured scorer. Built-ins take what they use; a custom scorer gets `args` plus
-    model_path, device (resolved: cpu or cuda), num_frames, dtype and frames_per_forward, each when its
-    constructor accepts it. `args` must all be accepted: a misspelt one is an error, not ignored."""
+    model_path, processor_path (default model_path), device (resolved: cpu or cuda), num_frames, dtype and
+    frames_per_forward, each when its constructor accepts it. `args` must all be accepted: a misspelt one is an error, not ignored."""
     cls = scorer_class(cfg.ref)
     if cfg.name == "pickscore":
         return cls(model_path=cfg.model_path, num_frames=cfg.num_frames, device=cfg.device, dtype=cfg.dtype,
-                   frames_per_forward=cfg.frames_per_forward)
+                   frames_per_forward=cfg.frames_per_forward, processor_path=cfg.processor_path)
     if cfg.name is not None:
         return cls(num_frames=cfg.num_frames)
     standard = {"model_path": cfg.model_path, "device": resolve_device(cfg.device), "num_frames": cfg.num_frames,
-                "dtype": cfg.dtype, "frames_per_forward": cfg.frames_per_forward}
+                "dtype": cfg.dtype, "frames_per_forward": cfg.frames_per_forward,
+                "processor_path": cfg.processor_path or cfg.model_path}
     clash = set(cfg.args) & set(standard)
     if clash:
         raise ValueError(f"{cfg.ref}: args {sorted(clash)} are set by the pool (scorer fields), not in args")
@@ -70,3 +76,11 @@ def build_scorers(cfg: WorkerConfig):
     if not cfg.scorers:
         return build_scorer(cfg.scorer)
     return WeightedMixture([(c.component, c.weight, build_scorer(c)) for c in cfg.scorers])
+
+
+def frames_declared(scorer) -> list[int] | None:
+    """The num_frames of each scorer a worker hosts (a mixture's components) when every one picks frames with a
+    count set; None when any needs whole outputs (then inline outputs are sent whole)."""
+    parts = [s for _, _, s in scorer.components] if isinstance(scorer, WeightedMixture) else [scorer]
+    counts = [getattr(s, "num_frames", None) if getattr(s, "picks_frames", False) else None for s in parts]
+    return None if any(k is None for k in counts) else counts

@@ -21,8 +21,11 @@ MAX_TEXT_TOKENS = 77  # CLIP's text context
 
 
 class PickScoreScorer:
+    picks_frames = True  # looks only at pick_frames(output, num_frames)
+    quantise = "truncate"  # the framework's PickScore converts with .to(torch.uint8)
+
     def __init__(self, model_path: str | None, num_frames: int | None = None, device: str = "auto",
-                 dtype: str = "float32", frames_per_forward: int = 32):
+                 dtype: str = "float32", frames_per_forward: int = 32, processor_path: str | None = None):
         from transformers import CLIPModel, CLIPProcessor
 
         if not model_path:
@@ -31,7 +34,10 @@ class PickScoreScorer:
             raise ValueError("frames_per_forward must be at least 1")
         self.device = resolve_device(device)
         self.dtype = model_dtype(dtype, self.device)
-        self.processor = CLIPProcessor.from_pretrained(model_path, local_files_only=True)
+        # The framework loads the processor (the LAION CLIP one) and the PickScore weights from two paths, with
+        # the library's default image backend: torchvision's when it is installed (the worker image has it).
+        self.processor = CLIPProcessor.from_pretrained(processor_path or model_path, local_files_only=True)
+        self.image_backend = type(self.processor.image_processor).__name__
         model = CLIPModel.from_pretrained(model_path, local_files_only=True).eval()
         self.model = model.to(device=self.device, dtype=self.dtype)
         self.num_frames, self.frames_per_forward = num_frames, frames_per_forward
@@ -57,7 +63,7 @@ class PickScoreScorer:
         """Per-frame scores (float32, on the host) of every output."""
         from PIL import Image
 
-        picked = [pick_frames(o, self.num_frames) for o in outputs]  # (F, H, W, C) uint8 each
+        picked = [pick_frames(o, self.num_frames, self.quantise) for o in outputs]  # (F, H, W, C) uint8 each
         owner = [j for j, f in enumerate(picked) for _ in range(f.shape[0])]
         frames = [fr for f in picked for fr in f]
         unique = sorted(set(prompts), key=prompts.index)
