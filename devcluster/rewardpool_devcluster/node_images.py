@@ -20,7 +20,8 @@ from typing import Callable
 log = logging.getLogger("rewardpool.devcluster")
 PROJECT_IMAGES = ("localhost/rewardpool-operator:", "localhost/rewardpool-worker:")
 
-Ctr = Callable[..., subprocess.CompletedProcess]
+# ctr(*args, check=True, popen=False): a CompletedProcess, or with popen=True the running Popen (stderr piped)
+Ctr = Callable[..., object]
 
 
 def import_missing(ctr: Ctr, buildah: list[str], refs: list[str], current: set[str], fifo: Path) -> dict[str, float]:
@@ -40,13 +41,20 @@ def import_missing(ctr: Ctr, buildah: list[str], refs: list[str], current: set[s
         os.mkfifo(fifo)
         push = subprocess.Popen([*buildah, "push", ref, f"docker-archive:{fifo}:{ref}"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        res = ctr("images", "import", str(fifo), check=False)
-        _, push_err = push.communicate(timeout=60)
+        pull = ctr("images", "import", str(fifo), popen=True)
+        _, push_err = push.communicate()
+        try:
+            # a push that failed may never have opened the fifo: the import would wait on it for ever
+            _, pull_err = pull.communicate(timeout=None if push.returncode == 0 else 5)
+        except subprocess.TimeoutExpired:
+            pull.kill()
+            _, pull_err = pull.communicate()
+            pull_err = (pull_err or "") + "(stopped: nothing was streamed to it)"
         fifo.unlink(missing_ok=True)
-        if res.returncode != 0 or push.returncode != 0:
+        if pull.returncode != 0 or push.returncode != 0:
             raise RuntimeError(f"importing {ref} into containerd failed: buildah push exited {push.returncode} "
-                               f"({push_err.strip()[-1000:]}); ctr import exited {res.returncode} "
-                               f"({res.stderr.strip()[-1000:]})")
+                               f"({push_err.strip()[-1000:]}); ctr import exited {pull.returncode} "
+                               f"({pull_err.strip()[-1000:]})")
         took[ref] = time.monotonic() - t
     return took
 
@@ -80,9 +88,11 @@ def preimport(images_line: str, cache: Path) -> int:
         proc = subprocess.Popen(["containerd", "--config", f"{tmp}/config.toml"], stdout=logf, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
 
-        def ctr(*args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
-            return subprocess.run(["ctr", "-a", str(sock), "-n", "k8s.io", *args], capture_output=True, text=True,
-                                  check=check, timeout=timeout)
+        def ctr(*args: str, check: bool = True, timeout: float = 900, popen: bool = False):
+            argv = ["ctr", "-a", str(sock), "-n", "k8s.io", *args]
+            if popen:
+                return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            return subprocess.run(argv, capture_output=True, text=True, check=check, timeout=timeout)
         try:
             deadline = time.monotonic() + 30
             while ctr("version", check=False).returncode != 0:
@@ -108,7 +118,11 @@ def main() -> int:
     logging.basicConfig(level=logging.INFO, format="[devcluster/node-images] %(asctime)s %(message)s",
                         datefmt="%H:%M:%S")
     cache = Path(os.environ.get("REWARDPOOL_CACHE", Path.home() / ".cache" / "rewardpool"))
-    return preimport(sys.argv[1], cache)
+    try:
+        return preimport(sys.argv[1], cache)
+    except RuntimeError as e:
+        log.error("%s", e)
+        return 1
 
 
 if __name__ == "__main__":

@@ -251,9 +251,11 @@ class RealNode(Supervised):
             "containerd": str(self.cd)}))
 
     # ---- containerd ------------------------------------------------------------------------------------------
-    def ctr(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
-        return subprocess.run(["ctr", "-a", str(self.sock), "-n", "k8s.io", *args], capture_output=True, text=True,
-                              check=check, timeout=timeout)
+    def ctr(self, *args: str, check: bool = True, timeout: float = 600, popen: bool = False):
+        argv = ["ctr", "-a", str(self.sock), "-n", "k8s.io", *args]
+        if popen:  # a long import: the caller waits for it
+            return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        return subprocess.run(argv, capture_output=True, text=True, check=check, timeout=timeout)
 
     def import_images(self) -> None:
         """What the install step did not import already (node_images: streamed from buildah, no registry)."""

@@ -52,6 +52,10 @@ def scored(kube, node, obs_ns, prometheus):
     # the scrapes after the run: Prometheus has seen the workers' counters move and the store's fill
     wait_for(lambda: prometheus.query(f'sum(rewardpool_worker_scored_outputs_total{{pool="{POOL}"}}) >= 24'),
              timeout=60, what="the scored outputs in Prometheus")
+    # the operator reads the master's fill every 15 s for a pool it does not autoscale: a run that ends sooner
+    # after Ready (a fresh machine's was) comes before its first reading
+    wait_for(lambda: prometheus.query(f'rewardpool_pool_store_fill_ratio{{pool="{POOL}"}}'), timeout=90,
+             what="the pool's store fill in Prometheus (the operator's reading of the master)")
     return time.time()
 
 
