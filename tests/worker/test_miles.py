@@ -201,3 +201,19 @@ def test_a_scorer_that_needs_whole_outputs_gets_them_whole(mix_pool):
         return await client.score_detailed([torch.rand(3, 5, 4, 4)], ["w"])
     report = asyncio.run(call())
     assert report.sent_bytes == 3 * 5 * 4 * 4 * 4  # its custom scorers declare no frames
+
+
+def test_workers_that_pick_differently_each_get_their_own_frames(pool_actors):
+    """During a roll (numFrames 3 -> 5) two workers of one pool pick different frames: each batch is cut for
+    the worker it goes to, so no sample fails for frames that were not sent."""
+    pool_actors("skew", 1, {"name": "mean-intensity", "num_frames": 3, "batch_size": 1})
+    pool_actors("skew", 1, {"name": "mean-intensity", "num_frames": 5, "batch_size": 1})
+    videos = [make_tensor(5100 + i, [3, 40, 8, 8], "float32") for i in range(12)]
+
+    async def call():
+        client = AsyncRewardPoolClient("skew", "t", "rewardpool", timeout=60)
+        return await client.score_detailed(videos, [f"s{i}" for i in range(12)])
+    report = asyncio.run(call())
+    assert not report.errors and len(report.workers) == 2, report.workers
+    for v, r in zip(videos, report.results):
+        assert r in (pytest.approx(_mean_of(v, 3, False)), pytest.approx(_mean_of(v, 5, False)))

@@ -25,10 +25,10 @@
   `attempts` such losses the batch's samples fail with PoolUnavailable. A pool with no eligible worker for
   `unavailable_seconds` fails the same way.
 
-- **Only the scored frames of inline videos.** When every scorer of the pool picks frames by the frame rule
+- **Only the scored frames of inline videos.** When every scorer of a worker picks frames by the frame rule
   (its ready() answer says how many each), an inline (C, F, H, W) tensor is cut to the union of the frames
-  they pick before it is sent (`frames.FrameSubset`), as the framework slices `generated_output[:, indices]`
-  in its rollout process; each scorer then takes its own frames from it.
+  they pick before it is sent there (`frames.FrameSubset`), as the framework slices
+  `generated_output[:, indices]` in its rollout process; each scorer then takes its own frames from it.
 
 `score_detailed` returns a `ScoreReport` with the results, the deepest per-worker queue a batch of the call
 joined (0: it waited behind nothing; miles records it under the pool's name in
@@ -66,7 +66,7 @@ DEADLINE_GRACE = 0.2  # a worker that held a batch past the caller's deadline
 class ScoreReport:
     results: list  # float | dict | SampleError, one per input, in order
     max_queue_depth: int = 0  # deepest queue (this client's batches ahead of one) on a worker it dispatched to
-    sent_bytes: int = 0  # bytes of inline tensors sent (stored outputs are read by the workers)
+    sent_bytes: int = 0  # bytes of inline tensors sent, resends included (stored outputs are read by the workers)
     workers: Counter = field(default_factory=Counter)  # batches scored, per worker
     retries: int = 0  # batches sent again (worker lost, draining, overloaded)
 
@@ -86,9 +86,6 @@ class AsyncRewardPoolClient:
         self.unavailable_seconds = unavailable_seconds
         self.max_outstanding = max_outstanding_per_worker  # None: each worker's advertised max_queue
         self.components: list[str] | None = None
-        # num_frames of each of the pool's scorers when all pick frames (frames.subset): inline videos are cut to
-        # those frames here, so only what is scored is sent
-        self.frames: list[int] | None = None
         self.waiting = 0  # batches waiting here because no worker has room
         self._freed: asyncio.Event | None = None
         self._queued: dict[str, dict[str, float]] = {}  # per worker: batch id -> when sent, not finished
@@ -126,6 +123,7 @@ class AsyncRewardPoolClient:
         try:
             info = await asyncio.wrap_future(m.handle.ready.remote().future())
             m.draining = bool(info.get("draining"))
+            m.frames = info.get("frames")
             m.ready = True
             self._wake()
         except Exception as e:  # noqa: BLE001 (gone while starting)
@@ -154,7 +152,6 @@ class AsyncRewardPoolClient:
             self.max_outstanding = int(info.get("max_queue") or 64)
         self.router.max_outstanding = self.max_outstanding
         self.components = info.get("components")
-        self.frames = info.get("frames")
 
     def _wake(self) -> None:
         if self._freed is not None:
@@ -268,7 +265,12 @@ class AsyncRewardPoolClient:
             report.max_queue_depth = max(report.max_queue_depth, depth - 1)
             t0 = time.monotonic()
             elapsed = None
-            ref = m.handle.score_batch.remote(outputs, prompts, batch_id)
+            # inline videos cut to the frames this worker's scorers pick (its own ready() answer: during a roll
+            # two workers may pick differently)
+            sent = [subset(o, m.frames) if m.frames and isinstance(o, torch.Tensor) else o for o in outputs]
+            report.sent_bytes += sum(inline_bytes(o) for o in sent)
+            ref = m.handle.score_batch.remote(sent, prompts, batch_id)
+            del sent
             self._queued.setdefault(m.name, {})[batch_id] = t0
             self._ensure_rebalancer()
             try:
@@ -364,9 +366,6 @@ class AsyncRewardPoolClient:
             await self._learn(deadline)
         except asyncio.TimeoutError:
             raise TimeoutError(f"{self.namespace}/{self.pool}: no worker answered within {timeout}s") from None
-        if self.frames:
-            outputs = [subset(o, self.frames) if isinstance(o, torch.Tensor) else o for o in outputs]
-        report.sent_bytes = sum(inline_bytes(o) for o in outputs)
         n = self.batch_size
         tasks = [asyncio.ensure_future(self._score_chunk(i, outputs[i:i + n], prompts[i:i + n], deadline, report))
                  for i in range(0, len(outputs), n)]

@@ -51,6 +51,7 @@ class _Member:
     excluded_until: float = 0.0
     draining: bool = False
     ready: bool = True  # answered ready(): constructed (store, buffers, model, warm-up); new members start False
+    frames: list[int] | None = None  # its scorers' num_frames when all pick frames (ready()): what to send it
     probing: bool = False
 
 

@@ -85,7 +85,8 @@ def inline_bytes(output) -> int:
     return 0
 
 
-def pick_frames(output: torch.Tensor | FrameSubset, num_frames: int | None, quantise: str = "truncate") -> torch.Tensor:
+def pick_frames(output: torch.Tensor | FrameSubset, num_frames: int | None,
+                quantise: str = "truncate") -> torch.Tensor:
     """Frames of an output as uint8 (F, H, W, C). A video is (C, F, H, W); an image (C, H, W) is one frame; a
     FrameSubset gives the frames the rule picks from the whole video it came from. Frames are picked before
     quantising, so only the picked frames are converted (and the [0, 1] test looks at the picked frames, as it
