@@ -70,8 +70,9 @@ def _node_running(cache: Path) -> bool:
 
 
 def preimport(images_line: str, cache: Path) -> int:
-    """The install step: `images_line` is what devcluster/images.sh prints (operator, worker, pause, storage)."""
-    operator, worker, pause, storage = images_line.split()
+    """The install step: `images_line` is what devcluster/images.sh prints; its last line names the operator,
+    worker and pause images and buildah's storage (the lines before it are buildah's own)."""
+    operator, worker, pause, storage = images_line.strip().splitlines()[-1].split()
     if _node_running(cache):  # a running node owns the root (and imports for itself when it starts)
         log.info("a real node is running: its containerd imports the images itself")
         return 0

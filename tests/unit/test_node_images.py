@@ -38,3 +38,16 @@ def test_present_images_are_skipped_and_old_builds_removed_first(tmp_path):
     assert list(took) == ["localhost/rewardpool-worker:dev-new"]
     assert ("images", "rm", "--sync", "localhost/rewardpool-worker:dev-old") in seen
     assert seen.index(("images", "rm", "--sync", "localhost/rewardpool-worker:dev-old")) < len(seen) - 1
+
+
+def test_the_install_step_reads_the_last_line_images_sh_prints(tmp_path, monkeypatch):
+    """images.sh's stdout may carry buildah's own lines before its answer (the cold check's first run had)."""
+    import json
+    import os
+
+    from rewardpool_devcluster import node_images
+
+    (tmp_path / "node").mkdir()
+    (tmp_path / "node" / "owner.json").write_text(json.dumps({"pid": os.getpid(), "netns": "x"}))  # a live node
+    line = "sha256:0123abcd\nlocalhost/rewardpool-operator:dev-1 localhost/rewardpool-worker:dev-1 localhost/pause:1 /s\n"
+    assert node_images.preimport(line, tmp_path) == 0  # parsed, then left to the running node
