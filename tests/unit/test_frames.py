@@ -3,6 +3,8 @@ import torch
 
 from rewardpool_worker import frames
 from rewardpool_worker.network import local_hostname, parse_annotations_file, roce_address
+from tests.worker.miles_reference import image_or_video_to_uint8 as miles_image_or_video_to_uint8
+from tests.worker.miles_reference import sample_frame_indices as miles_sample_frame_indices
 
 
 @pytest.mark.parametrize("total,n,expected", [
@@ -12,18 +14,6 @@ from rewardpool_worker.network import local_hostname, parse_annotations_file, ro
 ])
 def test_frame_indices(total, n, expected):
     assert frames.frame_indices(total, n) == expected
-
-
-def miles_sample_frame_indices(num_total_frames, num_frames):
-    """The framework's rule as its processing_utils writes it (the reference: not the project's code)."""
-    if num_total_frames <= 0:
-        raise ValueError(f"video has no frames: {num_total_frames}")
-    if num_frames is None or num_total_frames <= num_frames:
-        return list(range(num_total_frames))
-    if num_frames == 1:
-        return [num_total_frames // 2]
-    step = (num_total_frames - 1) / (num_frames - 1)
-    return [int(round(i * step)) for i in range(num_frames)]
 
 
 def test_frame_indices_are_the_frameworks_for_every_n_and_k():
@@ -37,16 +27,6 @@ def test_frame_indices_are_the_frameworks_for_every_n_and_k():
 def test_frame_indices_at_the_ties_the_issue_names(n, k, i, frame):
     # the framework divides first: 29/14 * 7 is 14.5 + float error above, so round gives 15 (not 14)
     assert frames.frame_indices(n, k)[i] == frame
-
-
-def miles_image_or_video_to_uint8(tensor, *, round_normalized=False):
-    """The framework's conversion as its processing_utils writes it (the reference)."""
-    output = tensor.float()
-    if float(output.max()) <= 1.0 + 1e-3:
-        output = output * 255.0
-        if round_normalized:
-            output = output.round()
-    return output.clamp(0, 255).to(torch.uint8)
 
 
 @pytest.mark.parametrize("values", [[0.0, 0.5, 1.0], [100.5 / 255, 101.5 / 255, 0.25], [3.5, 200.5, 255.0, 300.0],

@@ -1,11 +1,33 @@
-"""What miles' rollout does with the rewards and depths a custom reward function leaves on its samples, written
-from miles_diffusion's code (its Sample.get_reward_value, record_reward_queue_depth, the rollout's perf metrics and
-per-component reward panels), not from the hook: the consumer the hook's results must survive."""
+"""miles_diffusion's own rules, written from its code (not from the project's), for the tests to judge by:
+its frame rule and uint8 conversion (processing_utils), and what its rollout does with the rewards and depths
+a custom reward function leaves on its samples (Sample.get_reward_value, record_reward_queue_depth, the
+rollout's perf metrics and per-component reward panels): the consumer the hook's results must survive."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+import torch
+
+
+def sample_frame_indices(num_total_frames: int, num_frames: int | None) -> list[int]:
+    if num_total_frames <= 0:
+        raise ValueError(f"video has no frames: {num_total_frames}")
+    if num_frames is None or num_total_frames <= num_frames:
+        return list(range(num_total_frames))
+    if num_frames == 1:
+        return [num_total_frames // 2]
+    step = (num_total_frames - 1) / (num_frames - 1)
+    return [int(round(i * step)) for i in range(num_frames)]
+
+
+def image_or_video_to_uint8(tensor: torch.Tensor, *, round_normalized: bool = False) -> torch.Tensor:
+    output = tensor.float()
+    if float(output.max()) <= 1.0 + 1e-3:
+        output = output * 255.0
+        if round_normalized:
+            output = output.round()
+    return output.clamp(0, 255).to(torch.uint8)
 
 
 @dataclass

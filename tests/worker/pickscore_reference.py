@@ -10,12 +10,9 @@ from PIL import Image
 
 def indices(n: int, k: int | None) -> list[int]:
     """The framework's sample_frame_indices: the step first, then round(i * step)."""
-    if k is None or n <= k:
-        return list(range(n))
-    if k == 1:
-        return [n // 2]
-    step = (n - 1) / (k - 1)
-    return [int(round(i * step)) for i in range(k)]
+    from tests.worker.miles_reference import sample_frame_indices
+
+    return sample_frame_indices(n, k)
 
 
 def processor(path) -> object:

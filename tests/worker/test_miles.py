@@ -16,7 +16,7 @@ import torch
 from rewardpool_devcluster.producer import make_tensor
 from rewardpool_worker.async_client import AsyncRewardPoolClient
 from rewardpool_worker.integrations.miles import rewardpool_rm
-from tests.worker.miles_reference import Sample, rollout_log
+from tests.worker.miles_reference import Sample, image_or_video_to_uint8, rollout_log, sample_frame_indices
 
 MIX = [{"class": "tests.worker.custom_scorer:MeanScorer", "args": {"seconds": 0.0}, "batch_size": 2},
        {"class": "tests.worker.custom_scorer:PromptLengthScorer", "weight": 0.5, "batch_size": 2}]
@@ -153,21 +153,10 @@ def test_release_on_request_and_errors_as_a_default_reward(mix_pool, producer, m
         asyncio.run(framework_rollout(miles_args("pool=mix,namespace=t", reward_key="weighted"), [[gone, ok]]))
 
 
-def _miles_indices(n, k):  # the framework's sample_frame_indices (see tests/unit/test_frames.py)
-    if k is None or n <= k:
-        return list(range(n))
-    if k == 1:
-        return [n // 2]
-    step = (n - 1) / (k - 1)
-    return [int(round(i * step)) for i in range(k)]
-
-
 def _mean_of(video, k, rounded):
-    x = video[:, _miles_indices(video.shape[1], k)].float()
-    if float(x.max()) <= 1.001:
-        x = x * 255
-        x = x.round() if rounded else x
-    return float(x.clamp(0, 255).to(torch.uint8).float().mean() / 255)
+    """A frame-picking mean-intensity score by miles' rules."""
+    picked = video[:, sample_frame_indices(video.shape[1], k)]
+    return float(image_or_video_to_uint8(picked, round_normalized=rounded).float().mean() / 255)
 
 
 def test_inline_videos_are_sent_cut_to_the_picked_frames(pool_actors):
@@ -187,7 +176,7 @@ def test_inline_videos_are_sent_cut_to_the_picked_frames(pool_actors):
     assert one.sent_bytes == 2 * 3 * frame  # before: 2 x 121 frames
     assert one.results == [pytest.approx(_mean_of(v, 3, False)) for v in videos]
     mix = asyncio.run(call("cutmix"))
-    union = len(set(_miles_indices(121, 3)) | set(_miles_indices(121, 8)))
+    union = len(set(sample_frame_indices(121, 3)) | set(sample_frame_indices(121, 8)))
     assert mix.sent_bytes == 2 * union * frame
     assert [r["mean-intensity"] for r in mix.results] == [pytest.approx(_mean_of(v, 3, False)) for v in videos]
     assert [r["RoundedFrameMean"] for r in mix.results] == [pytest.approx(_mean_of(v, 8, True)) for v in videos]
