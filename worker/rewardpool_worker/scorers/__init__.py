@@ -52,7 +52,8 @@ def _accepted(cls, offered: dict) -> dict:
 def build_scorer(cfg: ScorerConfig):
     """Instantiate one configured scorer. Built-ins take what they use; a custom scorer gets `args` plus
     model_path, processor_path (default model_path), device (resolved: cpu or cuda), num_frames, dtype and
-    frames_per_forward, each when its constructor accepts it. `args` must all be accepted: a misspelt one is an error, not ignored."""
+    frames_per_forward, each when its constructor accepts it. `args` must all be accepted: a misspelt one is an
+    error, not ignored."""
     cls = scorer_class(cfg.ref)
     if cfg.name == "pickscore":
         return cls(model_path=cfg.model_path, num_frames=cfg.num_frames, device=cfg.device, dtype=cfg.dtype,
