@@ -5,7 +5,8 @@ names the field and the problem) and one at the bound (must be accepted, the val
 
 The walk is generic: a new bounded field gets its cases without anyone writing them. What cannot be derived
 from the schema lives in explicit tables below:
-- CEL_CASES: every x-kubernetes-validations rule, keyed by its exact text (CEL cannot be inverted);
+- CEL_CASES: every x-kubernetes-validations rule, keyed by its exact text, or by (path, text) where one rule
+  guards several fields (CEL cannot be inverted);
 - VALID_STRINGS / INVALID_STRINGS: sample strings for a pattern the built-in candidates do not fit;
 - CONTEXT: what else a manifest needs for a field to be valid (e.g. scorer.class needs scorer.name gone).
 `coverage_problems()` lists every bound with no generated case, every schema keyword the generator does not
@@ -408,6 +409,16 @@ def _spec(**edits) -> dict:
 
 
 _DROP = object()
+_SECCOMP = "!has(self.seccompProfile) || !has(self.seccompProfile.type) || self.seccompProfile.type != 'Unconfined'"
+_APPARMOR = "!has(self.appArmorProfile) || !has(self.appArmorProfile.type) || self.appArmorProfile.type != 'Unconfined'"
+
+
+def _pod_sc(**sc) -> dict:
+    return _spec(podTemplate={"spec": {"securityContext": sc}})
+
+
+def _container(kind: str, **fields) -> dict:
+    return _spec(podTemplate={"spec": {kind: [{"name": "c", "image": "x", **fields}]}})
 
 # rule -> list of (accept?, what, manifest, expected substrings when rejected)
 CEL_CASES = {
@@ -525,6 +536,68 @@ CEL_CASES = {
         (False, "service-account", _spec(podTemplate={"spec": {"serviceAccount": "a"}}), ["serviceAccountName is not allowed"]),
         (True, "no-service-account", _spec(podTemplate={"spec": {}}), []),
     ],
+    "self.all(k, !k.startsWith('container.apparmor.security.beta.kubernetes.io/') || self[k] == '' || self[k] == 'runtime/default' || self[k].startsWith('localhost/'))": [
+        (False, "apparmor-annotation-unconfined", _spec(podTemplate={"metadata": {"annotations": {
+            "container.apparmor.security.beta.kubernetes.io/worker": "unconfined"}}}),
+         ["spec.podTemplate.metadata.annotations", "AppArmor profile other than runtime/default"]),
+        (True, "apparmor-annotation-localhost", _spec(podTemplate={"metadata": {"annotations": {
+            "container.apparmor.security.beta.kubernetes.io/worker": "localhost/k8s-worker"}}}), []),
+    ],
+    ("spec.podTemplate.spec.securityContext", _SECCOMP): [
+        (False, "pod-seccomp-unconfined", _pod_sc(seccompProfile={"type": "Unconfined"}),
+         ["spec.podTemplate.spec.securityContext.seccompProfile.type", "seccompProfile Unconfined is not allowed"]),
+        (True, "pod-seccomp-localhost", _pod_sc(seccompProfile={"type": "Localhost", "localhostProfile": "p.json"}), []),
+    ],
+    ("spec.podTemplate.spec.securityContext", _APPARMOR): [
+        (False, "pod-apparmor-unconfined", _pod_sc(appArmorProfile={"type": "Unconfined"}),
+         ["spec.podTemplate.spec.securityContext.appArmorProfile.type", "appArmorProfile Unconfined is not allowed"]),
+        (True, "pod-apparmor-default", _pod_sc(appArmorProfile={"type": "RuntimeDefault"}), []),
+    ],
+    ("spec.podTemplate.spec.containers[0].ports[0]", "!has(self.hostPort) || self.hostPort == 0"): [
+        (False, "containers-host-port", _container("containers", ports=[{"containerPort": 80, "hostPort": 80}]),
+         ["spec.podTemplate.spec.containers[0].ports[0].hostPort", "hostPort is not allowed"]),
+        (True, "containers-container-port", _container("containers", ports=[{"containerPort": 80, "hostPort": 0}]), []),
+    ],
+    ("spec.podTemplate.spec.containers[0].securityContext", "!has(self.privileged) || !self.privileged"): [
+        (False, "containers-privileged", _container("containers", securityContext={"privileged": True}),
+         ["spec.podTemplate.spec.containers[0].securityContext.privileged", "privileged containers are not allowed"]),
+        (True, "containers-unprivileged", _container("containers", securityContext={"privileged": False}), []),
+    ],
+    ("spec.podTemplate.spec.containers[0].securityContext", _SECCOMP): [
+        (False, "containers-seccomp-unconfined", _container("containers", securityContext={"seccompProfile": {"type": "Unconfined"}}),
+         ["spec.podTemplate.spec.containers[0].securityContext.seccompProfile.type", "seccompProfile Unconfined"]),
+        (True, "containers-seccomp-default", _container("containers", securityContext={"seccompProfile": {"type": "RuntimeDefault"}}), []),
+    ],
+    ("spec.podTemplate.spec.containers[0].securityContext", _APPARMOR): [
+        (False, "containers-apparmor-unconfined", _container("containers", securityContext={"appArmorProfile": {"type": "Unconfined"}}),
+         ["spec.podTemplate.spec.containers[0].securityContext.appArmorProfile.type", "appArmorProfile Unconfined"]),
+        (True, "containers-apparmor-default", _container("containers", securityContext={"appArmorProfile": {"type": "RuntimeDefault"}}), []),
+    ],
+    ("spec.podTemplate.spec.initContainers[0].ports[0]", "!has(self.hostPort) || self.hostPort == 0"): [
+        (False, "initContainers-host-port", _container("initContainers", ports=[{"containerPort": 80, "hostPort": 80}]),
+         ["spec.podTemplate.spec.initContainers[0].ports[0].hostPort", "hostPort is not allowed"]),
+        (True, "initContainers-container-port", _container("initContainers", ports=[{"containerPort": 80, "hostPort": 0}]), []),
+    ],
+    ("spec.podTemplate.spec.initContainers[0].securityContext", "!has(self.privileged) || !self.privileged"): [
+        (False, "initContainers-privileged", _container("initContainers", securityContext={"privileged": True}),
+         ["spec.podTemplate.spec.initContainers[0].securityContext.privileged", "privileged containers are not allowed"]),
+        (True, "initContainers-unprivileged", _container("initContainers", securityContext={"privileged": False}), []),
+    ],
+    ("spec.podTemplate.spec.initContainers[0].securityContext", _SECCOMP): [
+        (False, "initContainers-seccomp-unconfined", _container("initContainers", securityContext={"seccompProfile": {"type": "Unconfined"}}),
+         ["spec.podTemplate.spec.initContainers[0].securityContext.seccompProfile.type", "seccompProfile Unconfined"]),
+        (True, "initContainers-seccomp-default", _container("initContainers", securityContext={"seccompProfile": {"type": "RuntimeDefault"}}), []),
+    ],
+    ("spec.podTemplate.spec.initContainers[0].securityContext", _APPARMOR): [
+        (False, "initContainers-apparmor-unconfined", _container("initContainers", securityContext={"appArmorProfile": {"type": "Unconfined"}}),
+         ["spec.podTemplate.spec.initContainers[0].securityContext.appArmorProfile.type", "appArmorProfile Unconfined"]),
+        (True, "initContainers-apparmor-default", _container("initContainers", securityContext={"appArmorProfile": {"type": "RuntimeDefault"}}), []),
+    ],
+    ("spec.podTemplate.spec.volumes[0]", "!has(self.hostPath)"): [
+        (False, "host-path", _spec(podTemplate={"spec": {"volumes": [{"name": "h", "hostPath": {"path": "/"}}]}}),
+         ["spec.podTemplate.spec.volumes[0].hostPath", "hostPath volumes are not allowed"]),
+        (True, "empty-dir", _spec(podTemplate={"spec": {"volumes": [{"name": "e", "emptyDir": {}}]}}), []),
+    ],
     "!has(self.automountServiceAccountToken) || self.automountServiceAccountToken != true": [
         (False, "automount", _spec(podTemplate={"spec": {"automountServiceAccountToken": True}}),
          ["automountServiceAccountToken is not allowed"]),
@@ -534,9 +607,10 @@ CEL_CASES = {
 
 
 def cel_cases(b: Bound) -> list[Case]:
-    if b.detail not in CEL_CASES:
+    key = (dotted(b.path), b.detail) if (dotted(b.path), b.detail) in CEL_CASES else b.detail
+    if key not in CEL_CASES:
         raise CannotDerive(f"{dotted(b.path) or '<root>'}: CEL rule {b.detail!r} has no entry in CEL_CASES")
-    return [Case(b, ok, copy.deepcopy(m), what, [] if ok else expect) for ok, what, m, expect in CEL_CASES[b.detail]]
+    return [Case(b, ok, copy.deepcopy(m), what, [] if ok else expect) for ok, what, m, expect in CEL_CASES[key]]
 
 
 def all_cases(schema: dict | None = None) -> tuple[list[Case], list[str]]:
@@ -560,6 +634,7 @@ def coverage_problems(schema: dict | None = None) -> list[str]:
     _, problems = all_cases(schema)
     problems += [f"unknown schema keyword {k}: teach tests/crd_bounds.py what it bounds" for k in unknown_keywords(schema)]
     rules = {b.detail for b in bounds(schema) if b.keyword == CEL}
+    rules |= {(dotted(b.path), b.detail) for b in bounds(schema) if b.keyword == CEL}
     problems += [f"CEL_CASES entry for a rule the CRD no longer has: {r!r}" for r in CEL_CASES if r not in rules]
     paths = {dotted(p) for p, _ in walk(schema)}
     problems += [f"{t} names a field the CRD does not have: {k}" for t, table in

@@ -208,7 +208,9 @@ class LocalCluster(Supervised):
             f"--service-account-key-file={w / 'sa.pub'}", f"--service-account-signing-key-file={w / 'sa.key'}",
             "--service-cluster-ip-range=10.0.0.0/24", "--authorization-mode=Node,RBAC",
             f"--token-auth-file={w / 'tokens.csv'}", "--enable-priority-and-fairness=false",
-            "--allow-privileged=false", "--storage-media-type=application/json", *self.extra_apiserver_args,
+            # as production clusters run (kubeadm, EKS, GKE): Pod Security admission, not a cluster-wide ban, is
+            # what stands between a pool and privileged pods, so the tests see what a user's cluster would do
+            "--allow-privileged=true", "--storage-media-type=application/json", *self.extra_apiserver_args,
         ])
         self._wait("kube-apiserver", lambda: self.get("/readyz") is not None, timeout)
 

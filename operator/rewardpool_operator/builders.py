@@ -11,6 +11,7 @@ from rewardpool_worker.config import (ANNOTATIONS_FILE, CONTROL_SECRET_KEY, CONT
                                       RayConfig, ScorerConfig, StoreConfig, WorkerConfig, control_secret_name,
                                       termination_grace_seconds)
 
+from .podsecurity import RESTRICTED
 from .quantity import format_bytes
 from .sizing import SizingResult
 from .rollout import max_unavailable
@@ -18,6 +19,13 @@ from .spec import COMPONENT_LABEL, HASH_LABEL, MANAGED_BY, WORKER_CONTAINER, Poo
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 ROCE_INTERFACE = "net1"
+IPC_LOCK = "IPC_LOCK"  # the one capability a worker has: the store pins its segment and read buffer with it
+
+# What the operator owns in a worker pod; a podTemplate that would replace any of it is refused (validate.py).
+OWNED_VOLUMES = {"dshm": "/dev/shm", "podinfo": ANNOTATIONS_FILE.rsplit("/", 1)[0], "control": CONTROL_TOKEN_DIR}
+CONTRACT_ENV = (ENV_VAR, "POD_NAME", "POD_NAMESPACE", "POD_IP", "NODE_NAME")
+OWNED_WORKER_FIELDS = ("image", "command", "args", "ports", "startupProbe", "livenessProbe", "readinessProbe",
+                       "resources")
 NAD_API_VERSION = "k8s.cni.cncf.io/v1"
 
 
@@ -162,11 +170,12 @@ def _resources(pool: Pool, sizing: SizingResult) -> dict:
 
 def _env(pool: Pool, sizing: SizingResult) -> list[dict]:
     field = lambda path: {"valueFrom": {"fieldRef": {"fieldPath": path}}}  # noqa: E731
-    return [{"name": ENV_VAR, "value": worker_config(pool, sizing).to_json()},
-            {"name": "POD_NAME", **field("metadata.name")},
-            {"name": "POD_NAMESPACE", **field("metadata.namespace")},
-            {"name": "POD_IP", **field("status.podIP")},
-            {"name": "NODE_NAME", **field("spec.nodeName")}]
+    config, name, namespace, ip, node = CONTRACT_ENV
+    return [{"name": config, "value": worker_config(pool, sizing).to_json()},
+            {"name": name, **field("metadata.name")},
+            {"name": namespace, **field("metadata.namespace")},
+            {"name": ip, **field("status.podIP")},
+            {"name": node, **field("spec.nodeName")}]
 
 
 def _merge(base, override):
@@ -207,10 +216,10 @@ def pod_template(pool: Pool, sizing: SizingResult) -> dict:
                            "failureThreshold": 2},
         # IPC_LOCK lets the store pin its segment and registered buffers (memlock); nothing privileged.
         "securityContext": {"privileged": False, "allowPrivilegeEscalation": False,
-                            "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]}},
-        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
-                         {"name": "podinfo", "mountPath": ANNOTATIONS_FILE.rsplit("/", 1)[0], "readOnly": True},
-                         {"name": "control", "mountPath": CONTROL_TOKEN_DIR, "readOnly": True}],
+                            "capabilities": {"drop": ["ALL"], "add": [IPC_LOCK]}},
+        "volumeMounts": [{"name": "dshm", "mountPath": OWNED_VOLUMES["dshm"]},
+                         {"name": "podinfo", "mountPath": OWNED_VOLUMES["podinfo"], "readOnly": True},
+                         {"name": "control", "mountPath": OWNED_VOLUMES["control"], "readOnly": True}],
     }
     pod = {
         "apiVersion": "v1", "kind": "Pod",
@@ -230,7 +239,7 @@ def pod_template(pool: Pool, sizing: SizingResult) -> dict:
             "hostNetwork": False,
             "restartPolicy": "Always",
             "terminationGracePeriodSeconds": termination_grace_seconds(spec.drainTimeoutSeconds),
-            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+            "securityContext": _pod_security_context(spec.podSecurity),
             "containers": [container],
             "volumes": [
                 {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": format_bytes(sizing.shm_bytes)}},
@@ -244,14 +253,36 @@ def pod_template(pool: Pool, sizing: SizingResult) -> dict:
         },
     }
     pod["spec"] = _merge(pod["spec"], spec.podTemplate.spec)
+    _keep_ipc_lock(pod["spec"])
     pod["metadata"]["labels"][HASH_LABEL] = worker_identity(pool, sizing)
     return pod
+
+
+def _pod_security_context(level: str) -> dict:
+    # Both levels want a seccomp profile; restricted also wants non-root (the worker image runs as 65532).
+    ctx: dict = {"seccompProfile": {"type": "RuntimeDefault"}}
+    if level == RESTRICTED:
+        ctx["runAsNonRoot"] = True
+    return ctx
+
+
+def _keep_ipc_lock(pod_spec: dict) -> None:
+    """A podTemplate's capabilities.add for the worker adds to IPC_LOCK instead of replacing it (a list of
+    strings would otherwise replace the builder's): the store cannot pin its segment without it."""
+    for c in pod_spec.get("containers") or []:
+        if not (isinstance(c, dict) and c.get("name") == WORKER_CONTAINER):
+            continue
+        sc = c["securityContext"] = c["securityContext"] if isinstance(c.get("securityContext"), dict) else {}
+        caps = sc["capabilities"] = sc["capabilities"] if isinstance(sc.get("capabilities"), dict) else {}
+        add = caps.get("add") if isinstance(caps.get("add"), list) else []
+        caps["add"] = add if IPC_LOCK in add else [IPC_LOCK, *add]
 
 
 # What a worker sees, and so what rolls a pool when it changes. Not replicas, autoscaling or the drain
 # timeout (they change no running worker), and not how this operator version renders a pod (an operator
 # upgrade rolls nothing; new rendering reaches workers as they are replaced).
-IDENTITY_FIELDS = {"image", "scorer", "scorers", "store", "network", "resources", "podTemplate", "placement", "ray"}
+IDENTITY_FIELDS = {"image", "scorer", "scorers", "store", "network", "resources", "podTemplate", "placement", "ray",
+                   "podSecurity"}
 
 
 def worker_identity(pool: Pool, sizing: SizingResult) -> str:

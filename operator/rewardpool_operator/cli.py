@@ -44,18 +44,26 @@ def cmd_operator(args) -> int:
 
 
 def cmd_render(args) -> int:
-    from .builders import desired_objects
+    from .builders import desired_objects, pod_template
 
-    out = []
+    out, blocked = [], []
     for obj in _load_pools(args.file):
         obj.setdefault("metadata", {}).setdefault("namespace", args.namespace)
         obj["metadata"].setdefault("uid", "<pool-uid>")
         pool = Pool.from_object(obj)
         size = sizing.compute(pool.spec)
-        for p in size.problems + validate.check(pool.spec):
-            print(f"# {pool.name}: {p.reason}: {p.message}", file=sys.stderr)
-        out.extend(desired_objects(pool, size))
+        problems = size.problems + validate.check(pool.spec, pod_template(pool, size))
+        for p in problems:
+            print(f"# {pool.name}: {p.reason}{' (blocking)' if p.blocking else ''}: {p.message}", file=sys.stderr)
+        objs = desired_objects(pool, size)
+        if validate.blocks_workers(problems):
+            blocked.append(pool.name)  # the operator creates the pool's other objects but no worker pod
+            objs = [o for o in objs if o["kind"] != "Pod"]
+        out.extend(objs)
     yaml.safe_dump_all(out, sys.stdout, sort_keys=False)
+    if blocked:
+        print(f"# no worker pods rendered for {', '.join(blocked)}: blocking findings above", file=sys.stderr)
+        return 1
     return 0
 
 

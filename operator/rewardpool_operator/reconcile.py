@@ -106,12 +106,12 @@ async def reconcile(kube: Kube, body: dict, nodes: dict[str, dict], pods: PodCac
         log.debug("pool %s/%s waits to see its writes to %s", pool.namespace, pool.name, ", ".join(waiting))
         return old, None
 
-    problems = validate.findings(pool.spec, sizing, _rdma_nodes(pool, nodes)) + owned.problems
+    template = pod_template(pool, sizing)
+    problems = validate.findings(pool.spec, sizing, _rdma_nodes(pool, nodes), template) + owned.problems
     observed = await _observe(pool, nodes, pods, memo, full)
     observed.annotations = body["metadata"].get("annotations") or {}
     problems += podstatus.container_problems(observed.pods)  # image pulls, crash loops: said, not silent
 
-    template = pod_template(pool, sizing)
     p = plan(pool, sizing, template, template_hash(template), observed, validate.blocks_workers(problems),
              owned.network, old)
     failures, scaled = await _apply(kube, body, pool, p, observed, pods, owned.token)

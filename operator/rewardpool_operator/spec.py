@@ -141,6 +141,8 @@ class PoolSpec(_M):
     drainTimeoutSeconds: int = Field(default=600, ge=0)
     resources: dict[str, Any] = Field(default_factory=dict)
     podTemplate: PodTemplate = Field(default_factory=PodTemplate)
+    # The Pod Security level every worker pod is held to (plus IPC_LOCK on the worker): podsecurity.py.
+    podSecurity: Literal["baseline", "restricted"] = "baseline"
 
     @model_validator(mode="after")
     def _scorer_form(self):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from rewardpool_worker.config import BUILTIN_SCORERS
 
+from . import podsecurity
+from .builders import CONTRACT_ENV, IPC_LOCK, OWNED_VOLUMES, OWNED_WORKER_FIELDS
 from .placement import nodes_that_fit
 from .sizing import Problem, SizingResult
 from .spec import COMPONENT_LABEL, HASH_LABEL, POOL_LABEL, WORKER_CONTAINER, PoolSpec
@@ -11,35 +13,89 @@ from .spec import COMPONENT_LABEL, HASH_LABEL, POOL_LABEL, WORKER_CONTAINER, Poo
 # Labels the operator selects and tells pods apart by: a podTemplate must not set them (a pod relabelled to
 # another pool is never seen again, and the operator would create pods without end).
 RESERVED_LABELS = (POOL_LABEL, HASH_LABEL, COMPONENT_LABEL)
-# What a podTemplate may set: an allow-list, so a pod field added to Kubernetes tomorrow cannot be used to
-# escalate before someone has looked at it. Containers merge by name into the worker container (only the
-# fields in WORKER_CONTAINER_FIELDS) or add sidecars (any field, no privilege: see the walk in `check`).
-ALLOWED_POD_FIELDS = {"containers", "initContainers", "volumes", "tolerations", "affinity", "nodeSelector",
-                      "topologySpreadConstraints", "priorityClassName", "runtimeClassName", "schedulerName",
-                      "imagePullSecrets", "dnsPolicy", "dnsConfig", "securityContext"}
-WORKER_CONTAINER_FIELDS = {"name", "env", "envFrom", "volumeMounts", "securityContext", "imagePullPolicy"}
-# Pod fields a podTemplate may not set: they change who the pod runs as or where, outside the operator's say.
-FORBIDDEN_POD_FIELDS = {
-    "serviceAccountName": "workers run with no Kubernetes identity",
-    "serviceAccount": "workers run with no Kubernetes identity",
-    "automountServiceAccountToken": "workers get no API token",
-    "nodeName": "placement goes through the scheduler (placement.rdmaNodeSelector, tolerations)",
-    "shareProcessNamespace": "workers do not share process namespaces",
+# Pod fields the operator owns (identity, placement, restarts, the drain budget): a podTemplate may repeat the
+# operator's value but not change it.
+OWNED_POD_FIELDS = {
+    "serviceAccountName": (None, "workers run with no Kubernetes identity"),
+    "serviceAccount": (None, "workers run with no Kubernetes identity"),
+    "automountServiceAccountToken": (False, "workers get no API token"),
+    "nodeName": (None, "placement goes through the scheduler (placement.rdmaNodeSelector, tolerations)"),
+    "restartPolicy": ("Always", "a worker that exits is restarted in place"),
+    "terminationGracePeriodSeconds": (None, "it follows spec.drainTimeoutSeconds, so a drain is never cut short"),
+    "subdomain": (None, "workers are named under the pool's headless service"),
+    "ephemeralContainers": (None, "ephemeral containers are added to running pods (kubectl debug), not created"),
+    "os": ({"name": "linux"}, "workers run on Linux"),
 }
+PRIVILEGE_HINT = {"capabilities_baseline": " (the worker gets IPC_LOCK and nothing more)",
+                  "capabilities_restricted": " (restricted allows NET_BIND_SERVICE; the worker also gets IPC_LOCK)",
+                  "hostPathVolumes": " (RDMA devices come from the device plugin resource)",
+                  "hostNamespaces": " (workers use the pod network and the RoCE attachment)"}
 
 
-def _walk(obj, path=""):
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield f"{path}.{k}", k, v
-            yield from _walk(v, f"{path}.{k}")
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            yield from _walk(v, f"{path}[{i}]")
+def _named_items(tpl: dict, key: str) -> list[Problem]:
+    """Containers and volumes merge by name: one without a name would replace the operator's whole list."""
+    return [Problem("OwnedPodField", f"podTemplate.spec.{key}[{i}] needs a name: {key} merge into the worker pod "
+                    "by name", True)
+            for i, item in enumerate(tpl.get(key) or []) if not (isinstance(item, dict) and item.get("name"))]
 
 
-def check(spec: PoolSpec) -> list[Problem]:
-    problems = []
+def owned_fields(spec: PoolSpec) -> list[Problem]:
+    """A podTemplate may add to the worker pod but not replace what the operator owns in it (builders.py)."""
+    tpl, problems = spec.podTemplate.spec, []
+    bad = lambda field, why: problems.append(Problem(  # noqa: E731
+        "OwnedPodField", f"podTemplate.spec.{field} cannot be set: {why}", True))
+    for key, (ours, why) in OWNED_POD_FIELDS.items():
+        if key in tpl and tpl[key] != ours:
+            bad(key, why)
+    for key in ("containers", "initContainers", "volumes"):
+        problems += _named_items(tpl, key)
+    for i, v in enumerate(tpl.get("volumes") or []):
+        v = v if isinstance(v, dict) else {}
+        if v.get("name") in OWNED_VOLUMES:
+            bad(f"volumes[{i}] ({v['name']})", "the operator owns the worker's volumes "
+                f"{', '.join(OWNED_VOLUMES)}; name yours differently")
+        sources = ((v.get("projected") or {}).get("sources") or []) if isinstance(v.get("projected"), dict) else []
+        if any(isinstance(x, dict) and "serviceAccountToken" in x for x in sources):
+            bad(f"volumes[{i}] ({v.get('name')}).projected.sources[].serviceAccountToken", "workers get no API token")
+    for i, c in enumerate(tpl.get("initContainers") or []):
+        if isinstance(c, dict) and c.get("name") == WORKER_CONTAINER:
+            bad(f"initContainers[{i}].name", f"{WORKER_CONTAINER!r} is the worker container's name")
+    for i, c in enumerate(tpl.get("containers") or []):
+        if not (isinstance(c, dict) and c.get("name") == WORKER_CONTAINER):
+            continue
+        at = f"containers[{i}] ({WORKER_CONTAINER})"
+        for key in OWNED_WORKER_FIELDS:
+            if key in c:
+                bad(f"{at}.{key}", "the worker's image, command, args, ports, probes and resources come from the "
+                    "pool spec")
+        for e in c.get("env") or []:
+            if isinstance(e, dict) and e.get("name") in CONTRACT_ENV:
+                bad(f"{at}.env {e['name']}", f"the worker's contract environment ({', '.join(CONTRACT_ENV)}) is "
+                    "the operator's")
+        for m in c.get("volumeMounts") or []:
+            m = m if isinstance(m, dict) else {}
+            if m.get("name") in OWNED_VOLUMES or m.get("mountPath") in OWNED_VOLUMES.values():
+                bad(f"{at}.volumeMounts {m.get('name')} at {m.get('mountPath')}", "the operator mounts "
+                    + ", ".join(f"{k} at {v}" for k, v in OWNED_VOLUMES.items()))
+        caps = ((c.get("securityContext") or {}).get("capabilities") or {}) if isinstance(
+            c.get("securityContext"), dict) else {}
+        if isinstance(caps, dict) and IPC_LOCK in (caps.get("drop") or []):
+            bad(f"{at}.securityContext.capabilities.drop IPC_LOCK", "the store pins its segment with it")
+    return problems
+
+
+def pod_security(spec: PoolSpec, pod: dict) -> list[Problem]:
+    """The finished worker pod judged by the Pod Security Standards at the pool's level, IPC_LOCK on the
+    worker container excepted: whatever the podTemplate merge produced is what is judged."""
+    found = podsecurity.violations(pod, spec.podSecurity, {WORKER_CONTAINER: frozenset({IPC_LOCK})})
+    return [Problem("ForbiddenPodSetting", f"the worker pod would violate Pod Security {spec.podSecurity!r} "
+                    f"({v.check}): {v.where} sets {v.field}{PRIVILEGE_HINT.get(v.check, '')}", True)
+            for v in found]
+
+
+def check(spec: PoolSpec, pod: dict) -> list[Problem]:
+    """What is wrong with a pool's spec and with the worker pod it renders to (`pod`: builders.pod_template)."""
+    problems = owned_fields(spec) + pod_security(spec, pod)
     where = "scorers[].name" if spec.scorers else "scorer.name"
     for c in spec.components:
         if c.name is not None and c.name not in BUILTIN_SCORERS:
@@ -57,43 +113,6 @@ def check(spec: PoolSpec) -> list[Problem]:
     if sc.dtype != "float32" and sc.device == "cpu":
         problems.append(Problem("HalfPrecisionOnCpu", f"scorer.dtype {sc.dtype} is for GPUs; on cpu use float32",
                                 True))
-    # Workers get IPC_LOCK and nothing more: no privileged, host network or host paths, even via podTemplate.
-    for path, key, value in _walk(spec.podTemplate.spec, "podTemplate.spec"):
-        if key in ("privileged", "hostNetwork", "hostPID", "hostIPC", "allowPrivilegeEscalation") and value is True:
-            problems.append(Problem("ForbiddenPodSetting", f"{path} must not be true: workers need only the "
-                                    "IPC_LOCK capability and the ipvlan RoCE network", True))
-        if key == "hostPath":
-            problems.append(Problem("ForbiddenPodSetting", f"{path}: hostPath volumes are not allowed in "
-                                    "worker pods (RDMA devices come from the device plugin resource)", True))
-        if key == "add" and path.endswith(".capabilities.add") and set(value or []) - {"IPC_LOCK"}:
-            extra = ", ".join(sorted(set(value or []) - {"IPC_LOCK"}))
-            problems.append(Problem("ForbiddenPodSetting", f"{path}: capabilities {extra} are not allowed "
-                                    "(workers get IPC_LOCK and nothing more)", True))
-        if key == "procMount" and value != "Default":
-            problems.append(Problem("ForbiddenPodSetting", f"{path} must be Default", True))
-    # The worker container (merged by name) keeps IPC_LOCK: the store pins its segment with it.
-    for i, c in enumerate(spec.podTemplate.spec.get("containers") or []):
-        caps = ((c or {}).get("securityContext") or {}).get("capabilities") or {}
-        if c.get("name") == WORKER_CONTAINER and (("add" in caps and "IPC_LOCK" not in (caps["add"] or []))
-                                                  or "IPC_LOCK" in (caps.get("drop") or [])):
-            problems.append(Problem("ForbiddenPodSetting", f"podTemplate.spec.containers[{i}] ({WORKER_CONTAINER}) "
-                                    "must keep the IPC_LOCK capability: the store pins its segment with it", True))
-    for key, why in FORBIDDEN_POD_FIELDS.items():
-        if key in spec.podTemplate.spec:
-            problems.append(Problem("ForbiddenPodSetting", f"podTemplate.spec.{key} cannot be set: {why}", True))
-    for key in sorted(set(spec.podTemplate.spec) - ALLOWED_POD_FIELDS - set(FORBIDDEN_POD_FIELDS)):
-        if key not in ("hostNetwork", "hostPID", "hostIPC"):  # true is reported above; false is harmless
-            problems.append(Problem("ForbiddenPodSetting", f"podTemplate.spec.{key} is not one of the fields a "
-                                    f"podTemplate may set ({', '.join(sorted(ALLOWED_POD_FIELDS))})", True))
-    for i, c in enumerate(spec.podTemplate.spec.get("containers") or []):
-        extra = sorted(set(c or {}) - WORKER_CONTAINER_FIELDS) if (c or {}).get("name") == WORKER_CONTAINER else []
-        if extra:
-            problems.append(Problem("ForbiddenPodSetting", f"podTemplate.spec.containers[{i}] (the worker) cannot "
-                                    f"set {', '.join(extra)}: image, resources and probes come from the pool spec "
-                                    f"(allowed: {', '.join(sorted(WORKER_CONTAINER_FIELDS - {'name'}))})", True))
-    if (spec.podTemplate.spec.get("securityContext") or {}).get("sysctls"):
-        problems.append(Problem("ForbiddenPodSetting", "podTemplate.spec.securityContext.sysctls is not allowed",
-                                True))
     for kind in ("labels", "annotations"):
         for key in spec.podTemplate.metadata.get(kind, {}):
             if key in RESERVED_LABELS or key.startswith("rewardpool.io/"):
@@ -106,10 +125,10 @@ def check(spec: PoolSpec) -> list[Problem]:
     return problems
 
 
-def findings(spec: PoolSpec, sizing: SizingResult, nodes: list[dict]) -> list[Problem]:
-    """Everything wrong with a pool before any pod is touched: sizing, spec and placement. Any blocking one
-    stops worker creation (see `blocks_workers`)."""
-    problems = list(sizing.problems) + check(spec)
+def findings(spec: PoolSpec, sizing: SizingResult, nodes: list[dict], pod: dict) -> list[Problem]:
+    """Everything wrong with a pool before any pod is touched: sizing, spec, the pod and placement. Any
+    blocking one stops worker creation (see `blocks_workers`)."""
+    problems = list(sizing.problems) + check(spec, pod)
     fit, why = nodes_that_fit(spec, sizing.memory_bytes, nodes)
     if not fit:
         problems.append(Problem("WorkersDoNotFit", why, blocking=True))

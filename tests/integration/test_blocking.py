@@ -11,23 +11,26 @@ from tests.conftest import wait_for
 from tests.integration.test_operator import pool_manifest
 
 W = {"name": "worker"}
+PSS, OWNED = "ForbiddenPodSetting", "OwnedPodField"
+SIDE = {"name": "side", "image": "rewardpool-worker:test"}
 CASES = {
     "unknown-scorer": ({"scorer": {"name": "pikscore"}}, "InvalidSpec", "UnknownScorer"),
-    "privileged": ({"podTemplate": {"spec": {"containers": [{**W, "securityContext": {"privileged": True}}]}}},
-                   "InvalidSpec", "ForbiddenPodSetting"),
     "sys-admin": ({"podTemplate": {"spec": {"containers": [{**W, "securityContext": {
-        "capabilities": {"add": ["SYS_ADMIN", "NET_ADMIN"]}}}]}}}, "InvalidSpec", "ForbiddenPodSetting"),
+        "capabilities": {"add": ["SYS_ADMIN", "NET_ADMIN"]}}}]}}}, "InvalidSpec", PSS),
+    "selinux": ({"podTemplate": {"spec": {"securityContext": {"seLinuxOptions": {"type": "spc_t"}}}}},
+                "InvalidSpec", PSS),
+    "probe-host": ({"podTemplate": {"spec": {"containers": [{**SIDE, "readinessProbe": {
+        "tcpSocket": {"port": 80, "host": "10.0.0.1"}}}]}}}, "InvalidSpec", PSS),
+    "restricted-escalation": ({"podSecurity": "restricted", "podTemplate": {"spec": {"containers": [{
+        **W, "securityContext": {"allowPrivilegeEscalation": True}}]}}}, "InvalidSpec", PSS),
     "no-ipc-lock": ({"podTemplate": {"spec": {"containers": [{**W, "securityContext": {
-        "capabilities": {"drop": ["IPC_LOCK"]}}}]}}}, "InvalidSpec", "ForbiddenPodSetting"),
-    "escalation": ({"podTemplate": {"spec": {"containers": [{**W, "securityContext": {
-        "allowPrivilegeEscalation": True}}]}}}, "InvalidSpec", "ForbiddenPodSetting"),
-    "host-path": ({"podTemplate": {"spec": {"volumes": [{"name": "h", "hostPath": {"path": "/"}}]}}},
-                  "InvalidSpec", "ForbiddenPodSetting"),
+        "capabilities": {"drop": ["IPC_LOCK"]}}}]}}}, "InvalidSpec", OWNED),
+    "projected-token": ({"podTemplate": {"spec": {"volumes": [{"name": "t", "projected": {"sources": [
+        {"serviceAccountToken": {"path": "token"}}]}}]}}}, "InvalidSpec", OWNED),
     "memory-limit": ({"resources": {"limits": {"memory": "1Gi"}}}, "InvalidSpec", "MemoryLimitTooSmall"),
     "too-big": ({"sizing": {"samplesPerRollout": 64, "outputBytesPerSample": "40G"}}, "Degraded", "WorkersDoNotFit"),
-    "not-allow-listed": ({"podTemplate": {"spec": {"restartPolicy": "Never"}}}, "InvalidSpec", "ForbiddenPodSetting"),
-    "worker-command": ({"podTemplate": {"spec": {"containers": [{**W, "command": ["sh"]}]}}}, "InvalidSpec",
-                       "ForbiddenPodSetting"),
+    "restart-policy": ({"podTemplate": {"spec": {"restartPolicy": "Never"}}}, "InvalidSpec", OWNED),
+    "worker-command": ({"podTemplate": {"spec": {"containers": [{**W, "command": ["sh"]}]}}}, "InvalidSpec", OWNED),
 }
 
 

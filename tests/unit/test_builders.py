@@ -171,7 +171,7 @@ def test_pod_template_merges_by_name():
 
 
 def test_semantic_checks():
-    reasons = lambda p: [x.reason for x in validate.check(p.spec)]  # noqa: E731
+    reasons = lambda p: [x.reason for x in validate.check(p.spec, render(p)[1])]  # noqa: E731
     assert reasons(pool()) == []
     assert reasons(pool(scorer={"name": "nope"})) == ["UnknownScorer"]
     assert reasons(pool(podTemplate={"spec": {"hostNetwork": True}})) == ["ForbiddenPodSetting"]

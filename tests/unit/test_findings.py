@@ -2,53 +2,89 @@
 don't. The integration test (tests/integration/test_blocking.py) proves the same on the real control plane."""
 import pytest
 
-from rewardpool_operator import sizing, validate
+from rewardpool_operator import builders, podsecurity, sizing, validate
 from tests.unit.test_builders import pool
 
 NODE = {"metadata": {"name": "n"}, "status": {"allocatable": {"memory": "2Ti", "rdma/rdma_shared_device_a": "4"}}}
 
 
-def findings(**spec):
+def findings(nodes=(NODE,), **spec):
     p = pool(**spec)
-    return validate.findings(p.spec, sizing.compute(p.spec), [NODE])
+    s = sizing.compute(p.spec)
+    return validate.findings(p.spec, s, list(nodes), builders.pod_template(p, s))
 
 
 def worker(**sc):
     return {"spec": {"containers": [{"name": "worker", "securityContext": sc}]}}
 
 
+def side(**c):
+    return {"spec": {"containers": [{"name": "side", "image": "x", **c}]}}
+
+
+PSS, OWNED = "ForbiddenPodSetting", "OwnedPodField"
 BLOCKING = {
     "unknown scorer": ({"scorer": {"name": "pikscore"}}, "UnknownScorer"),
-    "privileged": (worker(privileged=True), "ForbiddenPodSetting"),
-    "privilege escalation": (worker(allowPrivilegeEscalation=True), "ForbiddenPodSetting"),
-    "SYS_ADMIN": (worker(capabilities={"add": ["SYS_ADMIN", "NET_ADMIN"]}), "ForbiddenPodSetting"),
-    "IPC_LOCK dropped by add": (worker(capabilities={"add": []}), "ForbiddenPodSetting"),
-    "IPC_LOCK dropped by drop": (worker(capabilities={"drop": ["IPC_LOCK"]}), "ForbiddenPodSetting"),
-    "sidecar privileged": ({"spec": {"containers": [{"name": "side", "image": "x",
-                                                      "securityContext": {"privileged": True}}]}},
-                           "ForbiddenPodSetting"),
+    "privileged": (worker(privileged=True), PSS),
+    "SYS_ADMIN": (worker(capabilities={"add": ["SYS_ADMIN", "NET_ADMIN"]}), PSS),
+    "IPC_LOCK dropped by drop": (worker(capabilities={"drop": ["IPC_LOCK"]}), OWNED),
+    "sidecar privileged": (side(securityContext={"privileged": True}), PSS),
     "init container capability": ({"spec": {"initContainers": [{"name": "i", "image": "x", "securityContext": {
-        "capabilities": {"add": ["NET_RAW"]}}}]}}, "ForbiddenPodSetting"),
-    "hostNetwork": ({"spec": {"hostNetwork": True}}, "ForbiddenPodSetting"),
-    "hostPID": ({"spec": {"hostPID": True}}, "ForbiddenPodSetting"),
-    "hostIPC": ({"spec": {"hostIPC": True}}, "ForbiddenPodSetting"),
-    "hostPath": ({"spec": {"volumes": [{"name": "h", "hostPath": {"path": "/"}}]}}, "ForbiddenPodSetting"),
-    "serviceAccountName": ({"spec": {"serviceAccountName": "admin"}}, "ForbiddenPodSetting"),
-    "automount token": ({"spec": {"automountServiceAccountToken": True}}, "ForbiddenPodSetting"),
-    "nodeName": ({"spec": {"nodeName": "n"}}, "ForbiddenPodSetting"),
-    "procMount": (worker(procMount="Unmasked"), "ForbiddenPodSetting"),
-    "restartPolicy (not allow-listed)": ({"spec": {"restartPolicy": "Never"}}, "ForbiddenPodSetting"),
-    "hostUsers (not allow-listed)": ({"spec": {"hostUsers": True}}, "ForbiddenPodSetting"),
-    "worker command": ({"spec": {"containers": [{"name": "worker", "command": ["sh"]}]}}, "ForbiddenPodSetting"),
+        "capabilities": {"add": ["NET_RAW"]}}}]}}, PSS),
+    "sidecar IPC_LOCK (the exception is the worker's)": (side(securityContext={"capabilities": {"add": ["IPC_LOCK"]}}),
+                                                        PSS),
+    "hostNetwork": ({"spec": {"hostNetwork": True}}, PSS),
+    "hostPID": ({"spec": {"hostPID": True}}, PSS),
+    "hostIPC": ({"spec": {"hostIPC": True}}, PSS),
+    "hostPath": ({"spec": {"volumes": [{"name": "h", "hostPath": {"path": "/"}}]}}, PSS),
+    "sidecar hostPort": (side(ports=[{"containerPort": 80, "hostPort": 80}]), PSS),
+    "worker seccomp Unconfined": (worker(seccompProfile={"type": "Unconfined"}), PSS),
+    "pod seccomp Unconfined": ({"spec": {"securityContext": {"seccompProfile": {"type": "Unconfined"}}}}, PSS),
+    "pod AppArmor Unconfined": ({"spec": {"securityContext": {"appArmorProfile": {"type": "Unconfined"}}}}, PSS),
+    "sidecar AppArmor Unconfined": (side(securityContext={"appArmorProfile": {"type": "Unconfined"}}), PSS),
+    "AppArmor annotation": ({"metadata": {"annotations": {
+        "container.apparmor.security.beta.kubernetes.io/worker": "unconfined"}}}, PSS),
+    "SELinux custom type": ({"spec": {"securityContext": {"seLinuxOptions": {"type": "spc_t"}}}}, PSS),
+    "sidecar SELinux user": (side(securityContext={"seLinuxOptions": {"user": "system_u"}}), PSS),
+    "procMount": (worker(procMount="Unmasked"), PSS),
+    "sidecar probe host": (side(livenessProbe={"httpGet": {"path": "/", "port": 80, "host": "10.0.0.1"}}), PSS),
+    "unsafe sysctl": ({"spec": {"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "1"}]}}}, PSS),
+    "Windows host process": ({"spec": {"securityContext": {"windowsOptions": {"hostProcess": True}}}}, PSS),
+    "projected token": ({"spec": {"volumes": [{"name": "t", "projected": {"sources": [
+        {"serviceAccountToken": {"path": "token"}}]}}]}}, OWNED),
+    "serviceAccountName": ({"spec": {"serviceAccountName": "admin"}}, OWNED),
+    "automount token": ({"spec": {"automountServiceAccountToken": True}}, OWNED),
+    "nodeName": ({"spec": {"nodeName": "n"}}, OWNED),
+    "restartPolicy": ({"spec": {"restartPolicy": "Never"}}, OWNED),
+    "grace period": ({"spec": {"terminationGracePeriodSeconds": 1}}, OWNED),
+    "worker command": ({"spec": {"containers": [{"name": "worker", "command": ["sh"]}]}}, OWNED),
+    "worker probe": ({"spec": {"containers": [{"name": "worker", "readinessProbe": {"exec": {"command": ["true"]}}}]}},
+                     OWNED),
     "worker resources": ({"spec": {"containers": [{"name": "worker", "resources": {"limits": {"memory": "1Gi"}}}]}},
-                         "ForbiddenPodSetting"),
-    "sysctls": ({"spec": {"securityContext": {"sysctls": [{"name": "kernel.shm_rmid_forced", "value": "1"}]}}},
-                "ForbiddenPodSetting"),
+                         OWNED),
+    "worker contract env": ({"spec": {"containers": [{"name": "worker", "env": [
+        {"name": "REWARDPOOL_WORKER_CONFIG", "value": "{}"}]}]}}, OWNED),
+    "owned volume": ({"spec": {"volumes": [{"name": "dshm", "emptyDir": {}}]}}, OWNED),
+    "mount over /dev/shm": ({"spec": {"containers": [{"name": "worker", "volumeMounts": [
+        {"name": "mine", "mountPath": "/dev/shm"}]}]}}, OWNED),
+    "nameless container": ({"spec": {"containers": [{"image": "x"}]}}, OWNED),
+    "init container named worker": ({"spec": {"initContainers": [{"name": "worker", "image": "x"}]}}, OWNED),
     "pool label": ({"metadata": {"labels": {"rewardpool.io/pool": "other"}}}, "ReservedLabel"),
     "hash label": ({"metadata": {"labels": {"rewardpool.io/template-hash": "x"}}}, "ReservedLabel"),
     "component label": ({"metadata": {"labels": {"app.kubernetes.io/component": "x"}}}, "ReservedLabel"),
     "drain annotation": ({"metadata": {"annotations": {"rewardpool.io/drain-requested-at": "now"}}},
                          "ReservedAnnotation"),
+}
+# Refused only when the pool asks for the restricted level.
+RESTRICTED = {
+    "sidecar may escalate": side(securityContext={"capabilities": {"drop": ["ALL"]}}),
+    "sidecar keeps capabilities": side(securityContext={"allowPrivilegeEscalation": False}),
+    "worker may escalate": worker(allowPrivilegeEscalation=True),
+    "pod runs as root": {"spec": {"securityContext": {"runAsUser": 0}}},
+    "runAsNonRoot false": {"spec": {"securityContext": {"runAsNonRoot": False}}},
+    "nfs volume": {"spec": {"volumes": [{"name": "n", "nfs": {"server": "s", "path": "/"}}]}},
+    "sidecar NET_RAW": side(securityContext={"allowPrivilegeEscalation": False,
+                                             "capabilities": {"drop": ["ALL"], "add": ["CHOWN"]}}),
 }
 
 
@@ -64,28 +100,69 @@ def test_blocking_finding_blocks(name):
     assert validate.blocks_workers(found)
 
 
+@pytest.mark.parametrize("name", list(RESTRICTED))
+def test_restricted_refuses_what_baseline_allows(name):
+    assert not validate.blocks_workers(findings(podTemplate=RESTRICTED[name]))
+    found = findings(podTemplate=RESTRICTED[name], podSecurity="restricted")
+    assert [p.reason for p in found if p.blocking] and {p.reason for p in found if p.blocking} == {PSS}, found
+
+
+def test_the_operators_own_pod_meets_both_levels_but_for_ipc_lock():
+    for level in ("baseline", "restricted"):
+        p = pool(podSecurity=level)
+        s = sizing.compute(p.spec)
+        pod = builders.pod_template(p, s)
+        assert validate.findings(p.spec, s, [NODE], pod) == []
+        (v,) = podsecurity.violations(pod, level)  # nothing excepted: the worker's IPC_LOCK is all there is
+        assert v.where == 'container "worker"' and "IPC_LOCK" in v.field
+    assert builders.pod_template(p, s)["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def test_a_finding_names_the_level_the_check_and_the_field():
+    (p,) = [x for x in findings(podTemplate=side(ports=[{"containerPort": 80, "hostPort": 8080}])) if x.blocking]
+    assert "Pod Security 'baseline'" in p.message and "hostPorts" in p.message and 'container "side"' in p.message
+    assert "8080" in p.message
+    (p,) = [x for x in findings(podTemplate={"spec": {"containers": [{"name": "worker", "ports": []}]}}) if x.blocking]
+    assert p.reason == OWNED and "containers[0] (worker).ports" in p.message
+
+
 def test_memory_limit_below_the_sizing_blocks():
     found = findings(resources={"limits": {"memory": "1Gi"}})
     assert [p.reason for p in found if p.blocking] == ["MemoryLimitTooSmall"]
 
 
 def test_workers_that_fit_no_node_block():
-    p = pool()
-    found = validate.findings(p.spec, sizing.compute(p.spec), [])
-    assert [p.reason for p in found if p.blocking] == ["WorkersDoNotFit"]
+    assert [p.reason for p in findings(nodes=()) if p.blocking] == ["WorkersDoNotFit"]
     small = {"metadata": {"name": "s"}, "status": {"allocatable": {"memory": "1Gi", "rdma/rdma_shared_device_a": "1"}}}
-    assert validate.blocks_workers(validate.findings(p.spec, sizing.compute(p.spec), [small]))
+    assert validate.blocks_workers(findings(nodes=(small,)))
 
 
 @pytest.mark.parametrize("over", [
     {"spec": {"containers": [{"name": "worker", "env": [{"name": "X", "value": "1"}],
                               "securityContext": {"capabilities": {"add": ["IPC_LOCK"], "drop": ["ALL"]}}}]}},
+    {"spec": {"containers": [{"name": "worker", "securityContext": {"capabilities": {"add": []}}}]}},
+    {"spec": {"containers": [{"name": "worker", "securityContext": {"allowPrivilegeEscalation": True,
+                                                                    "capabilities": {"add": ["CHOWN"]}}}]}},
     {"spec": {"tolerations": [{"key": "gpu", "operator": "Exists"}], "priorityClassName": "high"}},
     {"spec": {"containers": [{"name": "side", "image": "busybox", "securityContext": {"privileged": False}}]}},
     {"metadata": {"labels": {"team": "rl"}, "annotations": {"prometheus.io/scrape": "true"}}},
-], ids=["worker env", "tolerations", "unprivileged sidecar", "own labels"])
+    {"spec": {"securityContext": {"sysctls": [{"name": "net.ipv4.tcp_keepalive_time", "value": "60"}],
+                                  "seccompProfile": {"type": "Localhost", "localhostProfile": "w.json"},
+                                  "seLinuxOptions": {"type": "container_t", "level": "s0:c1,c2"}},
+              "hostUsers": False, "shareProcessNamespace": True, "restartPolicy": "Always"}},
+    {"spec": {"volumes": [{"name": "models", "persistentVolumeClaim": {"claimName": "m"}}],
+              "containers": [{"name": "worker", "volumeMounts": [{"name": "models", "mountPath": "/models"}]}]}},
+], ids=["worker env", "worker add [] keeps IPC_LOCK", "baseline allows escalation and CHOWN", "tolerations",
+        "unprivileged sidecar", "own labels", "what baseline allows", "a model volume"])
 def test_allowed_template_changes_do_not_block(over):
     assert not validate.blocks_workers(findings(podTemplate=over))
+
+
+def test_the_worker_keeps_ipc_lock_whatever_the_template_adds():
+    for add in ([], ["CHOWN"], ["IPC_LOCK", "KILL"]):
+        p = pool(podTemplate=worker(capabilities={"add": add}))
+        caps = builders.pod_template(p, sizing.compute(p.spec))["spec"]["containers"][0]["securityContext"]
+        assert "IPC_LOCK" in caps["capabilities"]["add"] and set(add) <= set(caps["capabilities"]["add"])
 
 
 def test_advisory_findings_do_not_block():
