@@ -20,6 +20,9 @@ from .spec import COMPONENT_LABEL, HASH_LABEL, MANAGED_BY, WORKER_CONTAINER, Poo
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 ROCE_INTERFACE = "net1"
 IPC_LOCK = "IPC_LOCK"  # the one capability a worker has: the store pins its segment and read buffer with it
+# The uid a restricted pool's pods run as (the images' nonroot user). Kubernetes grants a non-root container
+# no ambient capabilities, so IPC_LOCK is then in its bounding set only: validate.py says what that costs.
+NONROOT_UID = 65532
 
 # What the operator owns in a worker pod; a podTemplate that would replace any of it is refused (validate.py).
 OWNED_VOLUMES = {"dshm": "/dev/shm", "podinfo": ANNOTATIONS_FILE.rsplit("/", 1)[0], "control": CONTROL_TOKEN_DIR}
@@ -259,10 +262,11 @@ def pod_template(pool: Pool, sizing: SizingResult) -> dict:
 
 
 def _pod_security_context(level: str) -> dict:
-    # Both levels want a seccomp profile; restricted also wants non-root (the worker image runs as 65532).
+    # Both levels want a seccomp profile. Restricted also wants non-root: the worker image runs as root (so
+    # that IPC_LOCK is effective), and the kubelet refuses runAsNonRoot for a root image unless a uid is given.
     ctx: dict = {"seccompProfile": {"type": "RuntimeDefault"}}
     if level == RESTRICTED:
-        ctx["runAsNonRoot"] = True
+        ctx.update(runAsNonRoot=True, runAsUser=NONROOT_UID, runAsGroup=NONROOT_UID)
     return ctx
 
 

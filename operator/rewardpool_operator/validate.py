@@ -119,6 +119,12 @@ def check(spec: PoolSpec, pod: dict) -> list[Problem]:
                 problems.append(Problem("ReservedLabel" if kind == "labels" else "ReservedAnnotation",
                                         f"podTemplate.metadata.{kind}.{key} is reserved: the "
                                         "operator selects and tells its pods apart by it", True))
+    if spec.podSecurity == "restricted" and spec.store.protocol == "rdma":
+        problems.append(Problem("RestrictedCannotPinMemory", "podSecurity restricted runs workers as a non-root "
+                                "user, and Kubernetes gives non-root containers no effective capabilities: "
+                                "IPC_LOCK does not apply, so RDMA registration is bounded by the container "
+                                "runtime's memlock limit (often 8MiB); use baseline for rdma, or a node runtime "
+                                "whose memlock limit is unlimited"))
     if spec.store.protocol == "rdma" and spec.network.ipvlan is None and not spec.network.attachment:
         problems.append(Problem("NoRoceNetwork", "store.protocol is rdma but no network is attached: RoCE "
                                 "needs network.ipvlan or network.attachment (the pod network cannot carry it)"))

@@ -203,3 +203,41 @@ def test_a_missing_image_shows_in_the_pool_status(kube, node, incluster_operator
                      and "ImagePull" in c.get("message", "")), None)
     cond = wait_for(degraded_with_pull_failure, timeout=180, interval=1, what="Degraded: image pull failed")
     assert "not-on-this-node" in cond["message"]
+
+
+def test_a_restricted_pool_runs_as_non_root_and_one_asking_for_privilege_gets_no_pod(kube, node, incluster_operator,
+                                                                                     infra, rns):
+    """Pod Security on real containers: a pool at the restricted level, with a sidecar that meets it, runs (as
+    uid 65532, IPC_LOCK bounded but not effective, which the tcp store does not need); a pool whose sidecar asks
+    for SYS_ADMIN never gets a pod, and says why."""
+    from rewardpool_devcluster.incluster import real_node_pool
+
+    strict = real_node_pool("strict", rns, node.images.worker, replicas=1, cpu="250m")
+    strict["spec"]["podSecurity"] = "restricted"
+    sidecar = {"name": "side", "image": node.images.worker, "imagePullPolicy": "IfNotPresent",
+               "command": ["sleep", "infinity"], "resources": {"requests": {"cpu": "10m"}},
+               "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}
+    strict["spec"]["podTemplate"]["spec"]["containers"].append(sidecar)
+    bad = real_node_pool("wants-admin", rns, node.images.worker, replicas=1, cpu="250m")
+    bad["spec"]["podTemplate"]["spec"]["containers"].append(
+        {**sidecar, "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}})
+    kube.apply([strict, bad])
+
+    (pod,) = wait_for(pool_ready(kube, rns, "strict", 1), timeout=300, interval=1,
+                      what="the restricted pool's worker Running and Ready")
+    name = pod["metadata"]["name"]
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    assert kube.exec(rns, name, "id", "-u").strip() == "65532"
+    assert kube.exec(rns, name, "id", "-u", container="side").strip() == "65532"
+    # non-root: no effective capabilities (Kubernetes sets no ambient ones); IPC_LOCK stays in the bounding set
+    caps = {line.split(":")[0]: int(line.split()[1], 16) for line in
+            kube.exec(rns, name, "cat", "/proc/1/status").splitlines() if line.startswith("Cap")}
+    assert caps["CapEff"] == 0 and caps["CapBnd"] == 1 << IPC_LOCK_BIT, caps
+
+    def refused():
+        st = kube.json("rewardpool", "-n", rns, "wants-admin").get("status", {})
+        return next((c for c in st.get("conditions", []) if c["type"] == "InvalidSpec" and c["status"] == "True"),
+                    None)
+    cond = wait_for(refused, timeout=60, interval=1, what="InvalidSpec on the pool asking for SYS_ADMIN")
+    assert cond["reason"] == "ForbiddenPodSetting" and "SYS_ADMIN" in cond["message"], cond
+    assert kube.pods(rns, "rewardpool.io/pool=wants-admin") == []

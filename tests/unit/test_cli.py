@@ -44,3 +44,17 @@ def test_render_a_gpu_mixture_pool(capsys):
     assert main(["size", "-f", str(gpu)]) == 0
     size = json.loads(capsys.readouterr().out)
     assert size["gpus"] == 1 and size["model_bytes"] == 6 * 2**30 and "GPU: 1 x nvidia.com/gpu" in size["memory_formula"]
+
+
+def test_render_of_a_blocked_pool_prints_its_findings_renders_no_pod_and_fails(tmp_path, capsys):
+    pool = yaml.safe_load(EXAMPLE.read_text())
+    pool["spec"]["podTemplate"] = {"spec": {"containers": [
+        {"name": "side", "image": "busybox", "securityContext": {"seccompProfile": {"type": "Unconfined"}}}]}}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(pool))
+    assert main(["render", "-f", str(bad), "--namespace", "rl"]) == 1
+    out = capsys.readouterr()
+    kinds = [o["kind"] for o in yaml.safe_load_all(out.out)]
+    assert "Pod" not in kinds and "Service" in kinds  # what the operator would create for it: no workers
+    assert "ForbiddenPodSetting (blocking)" in out.err and 'container "side"' in out.err
+    assert "seccompProfile.type='Unconfined'" in out.err and "no worker pods rendered for pickscore" in out.err

@@ -112,10 +112,16 @@ def test_the_operators_own_pod_meets_both_levels_but_for_ipc_lock():
         p = pool(podSecurity=level)
         s = sizing.compute(p.spec)
         pod = builders.pod_template(p, s)
-        assert validate.findings(p.spec, s, [NODE], pod) == []
+        found = validate.findings(p.spec, s, [NODE], pod)
+        assert [(x.reason, x.blocking) for x in found] == (
+            [] if level == "baseline" else [("RestrictedCannotPinMemory", False)])  # this pool's store is rdma
         (v,) = podsecurity.violations(pod, level)  # nothing excepted: the worker's IPC_LOCK is all there is
         assert v.where == 'container "worker"' and "IPC_LOCK" in v.field
-    assert builders.pod_template(p, s)["spec"]["securityContext"]["runAsNonRoot"] is True
+    ctx = builders.pod_template(p, s)["spec"]["securityContext"]
+    assert ctx["runAsNonRoot"] is True and ctx["runAsUser"] == ctx["runAsGroup"] == 65532
+    tcp = pool(podSecurity="restricted", store={"master": "mc:50051", "protocol": "tcp"})
+    assert "RestrictedCannotPinMemory" not in [x.reason for x in validate.findings(
+        tcp.spec, sizing.compute(tcp.spec), [NODE], builders.pod_template(tcp, sizing.compute(tcp.spec)))]
 
 
 def test_a_finding_names_the_level_the_check_and_the_field():
