@@ -91,7 +91,7 @@ MUTANTS = [
            "        if False:\n            return Verdict(\"stuck\"",
            ("tests/unit/test_drain.py",), "unit", "a timed-out drain deletes the outputs it was protecting"),
     Mutant("frames-spacing-misses-last", "worker/rewardpool_worker/frames.py",
-           "round(i * (total - 1) / (num_frames - 1))", "round(i * total / num_frames)",
+           "step = (total - 1) / (num_frames - 1)", "step = total / num_frames",
            ("tests/unit/test_frames.py",), "unit", "PickScore never sees the last frame"),
     Mutant("frames-middle-off-by-one", "worker/rewardpool_worker/frames.py",
            "return [total // 2]", "return [(total - 1) // 2]",
