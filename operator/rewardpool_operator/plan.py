@@ -6,7 +6,8 @@ Order of a plan, as `apply` carries it out:
    and replaced; they never count as workers;
 2. a surplus of serving workers is marked for draining, in `rollout.removal_order`;
 3. missing workers are created;
-4. stale workers (another template) are marked for draining while the unavailability budget allows;
+4. stale workers (another template) are marked for draining: the ones not Ready at once, the Ready ones
+   while the unavailability budget allows;
 5. workers already draining are deleted when `drain.verdict` says nothing is lost;
 6. the built-in autoscaler's new size, if any, is written through /scale.
 Nothing but 6 happens while a blocking finding stands or the RoCE network is missing."""
@@ -144,7 +145,13 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
         # Workers about to be created count as unavailable: a roll never outruns its replacements.
         unavailable = (sum(1 for x in serving if not is_ready(x)) + len(draining) + len(marked) + len(holding)
                        + p.create)
-        for pod in removal_order(stale, want_hash, per_worker)[:roll_allowance(replicas, unavailable)]:
+        # Stale workers that serve nothing (image pull failures, crash loops, unschedulable) go first and outside
+        # the budget, as a Deployment scales down its unavailable old pods: a rollback from a bad template never
+        # waits on pods that cannot become Ready. They still count as unavailable for the Ready ones.
+        for pod in [x for x in stale if not is_ready(x)]:
+            p.drain.append((_name(pod), "spec changed; it was not Ready"))
+        ready_stale = [x for x in stale if is_ready(x)]
+        for pod in removal_order(ready_stale, want_hash, per_worker)[:roll_allowance(replicas, unavailable)]:
             p.drain.append((_name(pod), "spec changed"))
         marked = {n for n, _ in p.drain}
         serving = [x for x in serving if _name(x) not in marked]

@@ -139,6 +139,7 @@ class PoolSpec(_M):
     ray: Ray = Field(default_factory=Ray)
     autoscaling: Autoscaling | None = None
     drainTimeoutSeconds: int = Field(default=600, ge=0)
+    progressDeadlineSeconds: int = Field(default=600, ge=1)
     resources: dict[str, Any] = Field(default_factory=dict)
     podTemplate: PodTemplate = Field(default_factory=PodTemplate)
     # The Pod Security level every worker pod is held to (plus IPC_LOCK on the worker): podsecurity.py.

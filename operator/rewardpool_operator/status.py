@@ -2,6 +2,8 @@
 which of them are new enough to be told as events (once per change, not on every resync)."""
 from __future__ import annotations
 
+import time
+
 from . import conditions as C
 from .autoscaler import Signals
 from .plan import Network, Plan
@@ -14,13 +16,24 @@ _WARN_WHEN_TRUE = ("InvalidSpec", "Degraded", "ReplicaFailure")
 _WARN_WHEN_FALSE = ("NetworkReady", "ScalingActive")
 
 
+def _progress(p: Plan, old: dict | None, now: float) -> dict:
+    """When the workers last changed (created, Ready, replaced, drained): the clock of the progress deadline."""
+    key = f"{p.want_hash}/{p.active}/{p.ready}/{p.stale}/{p.draining}/{p.lost}"
+    if old and old.get("key") == key and old.get("time"):
+        return old
+    return {"key": key, "time": C.now(now)}
+
+
 def compute(pool: Pool, sizing: SizingResult, problems: list[Problem], network: Network, p: Plan,
-            signals: Signals, failures: list[tuple[str, str]], old: dict, generation: int, network_ref: str) -> dict:
+            signals: Signals, failures: list[tuple[str, str]], old: dict, generation: int, network_ref: str,
+            now: float | None = None) -> dict:
     """failures: (reason, API message) of the writes the API server refused in this reconcile."""
     replicas = pool.spec.replicas
     blocking = [x for x in problems if x.blocking]
     spec_blocking = [x for x in blocking if x.reason != "WorkersDoNotFit"]
     degraded = sorted((x for x in problems + p.problems if x not in spec_blocking), key=lambda x: not x.blocking)
+    now = time.time() if now is None else now
+    progress = _progress(p, old.get("progress"), now)
     conds = [
         C.cond("InvalidSpec", bool(spec_blocking), spec_blocking[0].reason if spec_blocking else "SpecValid",
                "; ".join(x.message for x in spec_blocking) or "spec accepted"),
@@ -42,7 +55,13 @@ def compute(pool: Pool, sizing: SizingResult, problems: list[Problem], network: 
             message += f", {p.lost} lost"
         if p.unschedulable:  # say why instead of leaving the pods silently Pending
             reason, message = "Unschedulable", f"{message}; {p.unschedulable}"
-        conds.append(C.cond("Progressing", True, reason, message))
+        stalled = now - (C.epoch(progress["time"]) or now)
+        if stalled > pool.spec.progressDeadlineSeconds:  # as a Deployment says it: the roll stopped, and why
+            conds.append(C.cond("Progressing", False, "ProgressDeadlineExceeded",
+                                f"no progress for {stalled:.0f}s (progressDeadlineSeconds "
+                                f"{pool.spec.progressDeadlineSeconds}): {message}"))
+        else:
+            conds.append(C.cond("Progressing", True, reason, message))
         not_ready = "WorkersNotReady"
     else:
         conds.append(C.cond("Progressing", False, "Stable", f"{replicas} worker(s) up to date"))
@@ -70,7 +89,7 @@ def compute(pool: Pool, sizing: SizingResult, problems: list[Problem], network: 
         "demandHint": p.hint,
         **scaling,
         "segment": sizing.status(), "memoryPerWorker": format_bytes(sizing.memory_bytes),
-        "memoryFormula": sizing.memory_formula, "networkAttachment": network_ref,
+        "memoryFormula": sizing.memory_formula, "networkAttachment": network_ref, "progress": progress,
         "conditions": C.merge(old.get("conditions"), conds, generation),
     }
 
@@ -82,7 +101,7 @@ def warnings(old: dict, new: dict) -> list[tuple[str, str, str]]:
     for c in new.get("conditions") or []:
         was = before.get(c["type"], {})
         bad = (c["type"] in _WARN_WHEN_TRUE and c["status"] == "True") or \
-              (c["type"] in _WARN_WHEN_FALSE and c["status"] == "False")
+              (c["type"] in _WARN_WHEN_FALSE and c["status"] == "False") or c["reason"] == "ProgressDeadlineExceeded"
         if bad and (was.get("status") != c["status"] or was.get("reason") != c["reason"]
                     or (c["type"] == "ReplicaFailure" and was.get("message") != c["message"])):
             out.append(("Warning", c["reason"], c["message"]))

@@ -76,7 +76,9 @@ def drain_started(pod: dict) -> str | None:
 
 
 def unhappy(status: dict) -> list[dict]:
-    return [c for c in status.get("conditions") or [] if c.get("status") != HAPPY.get(c.get("type"), "True")]
+    # Progressing=False is the resting state, except when a roll gave up waiting (as a Deployment's)
+    return [c for c in status.get("conditions") or [] if c.get("status") != HAPPY.get(c.get("type"), "True")
+            or c.get("reason") == "ProgressDeadlineExceeded"]
 
 
 def watermark(pool: dict) -> float:

@@ -100,6 +100,30 @@ def test_roll_keeps_the_budget_one_at_a_time():
     assert drained(pl) == ["a"]
 
 
+def test_a_rollback_replaces_the_unavailable_pods_of_the_bad_template_at_once():
+    # spec.image was set to a tag that is not there and back: the bad template's pod never became Ready
+    pl = run([pod("good", hash_="H"), pod("bad", hash_="bad-image", ready=False)])
+    assert drained(pl) == ["bad"] and pl.create == 0  # its replacement comes once it is marked
+    pl = run([pod("good", hash_="H"), pod("bad", hash_="bad-image", ready=False, drain=1)],
+             silent={"bad": 11.0})
+    assert deleted(pl) == ["bad"] and pl.create == 1  # not Ready, silent: deleted; replaced at once
+
+
+def test_unavailable_stale_pods_are_outside_the_budget_but_count_against_it():
+    pods = [pod("r0", hash_="old"), pod("r1", hash_="old"), pod("u0", hash_="old", ready=False),
+            pod("u1", hash_="old", ready=False)]
+    pl = run(pods, replicas=4)  # budget 1, and 2 already unavailable: no Ready one may go yet
+    assert sorted(drained(pl)) == ["u0", "u1"]
+    pl = run([pod(f"r{i}", hash_="old", created=i) for i in range(4)] + [pod("u", hash_="old", ready=False)],
+             replicas=5)
+    assert drained(pl) == ["u"]  # the budget (1) is spent by u itself
+
+
+def test_a_roll_to_a_template_that_never_gets_ready_stops_at_the_budget():
+    pl = run([pod("a", hash_="old"), pod("new", ready=False)])
+    assert pl.drain == [] and pl.create == 0  # the new pod is not stale: it keeps its place, a stays serving
+
+
 def test_big_roll_drains_a_quarter():
     pods = [pod(f"w{i}", hash_="old", created=i) for i in range(16)]
     assert len(run(pods, replicas=16).drain) == 4

@@ -29,3 +29,36 @@ def test_replica_failure_is_told_again_only_when_its_message_changes():
     assert status.warnings(a, a) == []
     b = st(C.cond("ReplicaFailure", True, "FailedCreate", "webhook denied"))
     assert status.warnings(a, b) == [("Warning", "FailedCreate", "webhook denied")]
+
+
+def _roll_status(pods, old, now, deadline=600):
+    from rewardpool_operator import builders, sizing
+    from rewardpool_operator.autoscaler import Signals
+    from tests.unit.test_plan import NET, run
+    from tests.unit.test_builders import pool
+
+    p = pool(replicas=2, progressDeadlineSeconds=deadline)
+    s = sizing.compute(p.spec)
+    pl = run(pods)
+    return status.compute(p, s, [], NET, pl, Signals(0, 0, None, 2), [], old, 1, "", now=now)
+
+
+def test_a_roll_that_stops_changing_says_progress_deadline_exceeded_and_a_change_resets_it():
+    from tests.unit.test_plan import pod
+
+    stuck = [pod("a", hash_="old"), pod("new", ready=False)]  # the new template's pod never gets Ready
+    t0 = 1_900_000_000.0
+    first = _roll_status(stuck, {}, t0)
+    cond = lambda s: next(c for c in s["conditions"] if c["type"] == "Progressing")  # noqa: E731
+    assert cond(first)["status"] == "True" and cond(first)["reason"] == "RollingUpdate"
+    later = _roll_status(stuck, first, t0 + 599)
+    assert cond(later)["status"] == "True" and later["progress"] == first["progress"]
+    late = _roll_status(stuck, later, t0 + 601)
+    assert cond(late)["status"] == "False" and cond(late)["reason"] == "ProgressDeadlineExceeded"
+    assert "no progress for 601s" in cond(late)["message"] and "1/2 ready, 1 to replace" in cond(late)["message"]
+    assert ("Warning", "ProgressDeadlineExceeded") in [w[:2] for w in status.warnings(later, late)]
+    assert status.warnings(late, _roll_status(stuck, late, t0 + 700)) == []  # told once
+    moved = _roll_status([pod("a", hash_="old"), pod("new")], late, t0 + 702)  # the new pod got Ready
+    assert moved["progress"]["time"] != first["progress"]["time"] and cond(moved)["status"] == "True"
+    from rewardpool_operator import statusview
+    assert "ProgressDeadlineExceeded" in [c["reason"] for c in statusview.unhappy(late)]
