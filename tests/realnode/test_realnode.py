@@ -241,3 +241,34 @@ def test_a_restricted_pool_runs_as_non_root_and_one_asking_for_privilege_gets_no
     cond = wait_for(refused, timeout=60, interval=1, what="InvalidSpec on the pool asking for SYS_ADMIN")
     assert cond["reason"] == "ForbiddenPodSetting" and "SYS_ADMIN" in cond["message"], cond
     assert kube.pods(rns, "rewardpool.io/pool=wants-admin") == []
+
+
+def test_a_ray_head_restart_takes_the_pool_out_of_ready_and_it_heals(kube, node, pool, pool_ns, infra):
+    """The Ray head's pod deleted (its Deployment starts a new one, with an empty GCS): the workers' actors
+    keep answering in their own raylets but no client can find them by name. Each worker notices (its
+    name lookup fails), leaves Ready, drains and exits; the kubelet restarts it into the new cluster. The pool
+    says Ready only while it can score, and afterwards a rollout job scores everything."""
+    before = {p["metadata"]["name"]: p["status"]["containerStatuses"][0]["restartCount"]
+              for p in _workers(kube, pool_ns)}
+    assert len(before) == 2
+    t0 = time.monotonic()
+    kube("delete", "pod", "-n", infra, "-l", "app.kubernetes.io/name=ray-head", "--wait=false")
+
+    def ready_status():
+        return next(c for c in kube.json("rewardpool", "-n", pool_ns, POOL)["status"]["conditions"]
+                    if c["type"] == "Ready")
+    down = wait_for(lambda: (c := ready_status())["status"] == "False" and c, timeout=120, interval=1,
+                    what="the pool out of Ready while its actors cannot be found")
+    out_at = time.monotonic() - t0
+
+    def healed():
+        pods = pool_ready(kube, pool_ns, POOL, 2)()
+        return pods if pods and all(p["status"]["containerStatuses"][0]["restartCount"] > before.get(
+            p["metadata"]["name"], -1) for p in pods) and ready_status()["status"] == "True" else None
+    wait_for(healed, timeout=300, interval=1, what="both workers restarted into the new Ray cluster, Ready")
+    back_at = time.monotonic() - t0
+    _start_job(kube, node, pool_ns, "rollout-after-head", samples=8, batch=2, rounds=2, pause=0.2)
+    result = _job_result(kube, pool_ns, "rollout-after-head")
+    assert result["scored"] == 16 and result["released"] == 16 and result["left"] == 0, result
+    print(f"\nRay head restart: pool out of Ready after {out_at:.0f}s ({down['message']}), Ready again after "
+          f"{back_at:.0f}s, scoring again after {time.monotonic() - t0:.0f}s")

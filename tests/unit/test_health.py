@@ -1,7 +1,7 @@
 """The worker's liveness and readiness decisions (pure: the entrypoint's State from the stats it saw)."""
 import time
 
-from rewardpool_worker.main import STATS_STALE_SECONDS, State
+from rewardpool_worker.main import REJOIN_AFTER_SECONDS, REGISTRATION_STALE_SECONDS, STATS_STALE_SECONDS, State
 
 READY = {"store": True, "buffer_registered": True, "model_loaded": True, "warmup_seconds": 0.4}
 STATS = {"in_flight": 1, "wedged": False, "store_ok": True, "model_busy_seconds": 3.0, "wedged_after_seconds": 300.0}
@@ -10,6 +10,7 @@ STATS = {"in_flight": 1, "wedged": False, "store_ok": True, "model_busy_seconds"
 def state(**stats) -> State:
     s = State()
     s.phase, s.detail, s.stats, s.stats_at = "ready", dict(READY), {**STATS, **stats}, time.monotonic()
+    s.registered_at = time.monotonic()
     return s
 
 
@@ -72,3 +73,16 @@ def test_health_reports_queue_depth_and_the_time_since_the_batches_counter_last_
     assert (h.queue_depth, h.in_flight, h.last_batch_seconds_ago, h.phase) == (1, 1, 7.5, "ready")
     s.observe({**STATS, "batches": 3}, at=110.0)
     assert s.health(now=110.25).last_batch_seconds_ago == 0.2  # rounded to tenths
+
+
+def test_an_actor_clients_cannot_find_by_name_is_not_ready_and_in_time_not_live():
+    s = state()
+    s.registered_at = time.monotonic() - REGISTRATION_STALE_SECONDS - 1
+    s.registration_error = "ValueError: Failed to look up actor"
+    ok, fields = s.readiness()
+    assert not ok and fields["ray_registered"] is False and "does not resolve" in fields["reason"]
+    assert s.liveness()[0]  # not yet: the worker drains and exits by itself first (main.run)
+    s.registered_at = time.monotonic() - 2 * REJOIN_AFTER_SECONDS - 5
+    assert not s.liveness()[0] and "has not resolved" in s.liveness()[1]
+    s.registered_at = time.monotonic()
+    assert s.readiness()[0] and s.readiness()[1]["ray_registered"] is True

@@ -61,3 +61,11 @@ def test_a_stale_price_is_tried_again():
     r._members["w0"].batch_seconds = 0.1
     got = run(r, 40, {"w0": 0.1, "w1": 0.1})
     assert got["w1"] >= 4  # retried every few picks, then its price is back to normal
+
+
+def test_a_pool_with_no_live_worker_is_waited_for_until_a_longer_deadline():
+    from rewardpool_worker.async_client import patience
+
+    assert patience(30.0, 100.0, None) == 30.0  # no deadline: the pool's own patience
+    assert patience(30.0, 100.0, 110.0) == 30.0  # a shorter deadline ends the call first, as a timeout
+    assert patience(30.0, 100.0, 700.0) == 600.0  # a longer one: the pool may recover within it

@@ -23,7 +23,8 @@
 - **Failures by type.** Draining and Overloaded workers are skipped without spending an attempt; a worker
   that dies mid-batch is dropped and the batch goes to another (the outputs are still stored); after
   `attempts` such losses the batch's samples fail with PoolUnavailable. A pool with no eligible worker for
-  `unavailable_seconds` fails the same way.
+  `unavailable_seconds` fails the same way, or, when the call has a longer deadline, one with none until
+  then (a recovering pool is waited for).
 
 - **Only the scored frames of inline videos.** When every scorer of a worker picks frames by the frame rule
   (its ready() answer says how many each), an inline (C, F, H, W) tensor is cut to the union of the frames
@@ -73,6 +74,13 @@ class ScoreReport:
     @property
     def errors(self) -> list[SampleError]:
         return [r for r in self.results if isinstance(r, SampleError)]
+
+
+def patience(unavailable_seconds: float, none_since: float, deadline: float | None) -> float:
+    """How long a pool may have no live worker before the call gives up: `unavailable_seconds`, or longer
+    when the caller's deadline is further away (a pool recovering from a Ray head restart, say, comes back
+    within it)."""
+    return unavailable_seconds if deadline is None else max(unavailable_seconds, deadline - none_since)
 
 
 class AsyncRewardPoolClient:
@@ -187,7 +195,7 @@ class AsyncRewardPoolClient:
                 await asyncio.sleep(0.1)
                 continue
             none_since = none_since or time.monotonic()
-            if time.monotonic() - none_since > self.unavailable_seconds:
+            if time.monotonic() - none_since > patience(self.unavailable_seconds, none_since, deadline):
                 raise PoolUnavailable(f"no live worker of {self.namespace}/{self.pool} for "
                                       f"{self.unavailable_seconds:.0f}s (draining or unreachable: "
                                       f"{self.router.describe()})")

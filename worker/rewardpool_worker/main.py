@@ -29,6 +29,17 @@ STATS_TIMEOUT_SECONDS = 10.0
 # The actor answers stats in its own threads (a concurrency group), so silence this long means the actor
 # process is stuck (or its node is), not merely busy.
 STATS_STALE_SECONDS = 60.0
+# Clients find the actor by its name in the Ray cluster (the GCS), not through this process: a Ray head
+# restarted without GCS fault tolerance forgets every name while the actor itself keeps answering here. So the
+# name is looked up every REGISTRATION_SECONDS; the worker is not Ready while the last lookup is older than
+# REGISTRATION_STALE_SECONDS, and past REJOIN_AFTER_SECONDS without its name it drains and exits, for the
+# kubelet to restart it into the new cluster (faster than waiting for a liveness probe, and it loses nothing:
+# it finishes what it holds, and outputs stay in the store).
+REGISTRATION_SECONDS = 2.0
+REGISTRATION_TIMEOUT_SECONDS = 5.0
+REGISTRATION_STALE_SECONDS = 10.0
+REJOIN_AFTER_SECONDS = float(os.environ.get("REWARDPOOL_REJOIN_AFTER_SECONDS", "30"))
+EXIT_REJOIN = 3
 
 
 class State:
@@ -38,8 +49,11 @@ class State:
         self.stats: dict = {}
         self.stats_at: float | None = None  # monotonic time of the last stats answer
         self.actor_gone: str | None = None
+        self.rejoin = False  # exiting to be restarted into the current Ray cluster
         self.in_flight = 0
         self.last_batch_at: float | None = None  # monotonic time the batches counter last moved
+        self.registered_at: float | None = None  # monotonic time the actor's name last resolved in Ray
+        self.registration_error: str | None = None
         self.drain = threading.Event()  # POST /drain: stop taking work, stay up (the operator deletes the pod)
         self.stop = threading.Event()  # SIGTERM: drain, then exit
 
@@ -55,6 +69,9 @@ class State:
         age = time.monotonic() - (self.stats_at or 0.0)
         if age > STATS_STALE_SECONDS:
             return False, f"the Ray actor has not answered for {age:.0f}s"
+        lost = self.unregistered_for(time.monotonic())
+        if lost > 2 * REJOIN_AFTER_SECONDS:  # the drain-and-exit did not happen: let the kubelet restart it
+            return False, f"the actor's name has not resolved in the Ray cluster for {lost:.0f}s"
         if self.stats.get("wedged"):
             return False, (f"a batch has held the model for {self.stats['model_busy_seconds']:.0f}s, past the "
                            f"{self.stats['wedged_after_seconds']:.0f}s expected at most")
@@ -79,14 +96,24 @@ class State:
     def ready(self) -> bool:
         return self.readiness()[0]
 
+    def unregistered_for(self, now: float) -> float:
+        """Seconds since the actor's name last resolved in the Ray cluster (0 while it does)."""
+        return 0.0 if self.registered_at is None else max(now - self.registered_at - REGISTRATION_SECONDS, 0.0)
+
     def readiness(self) -> tuple[bool, dict]:
         """Ready: started (store connected, buffers registered, model loaded and warmed up), live, taking
-        batches, and the store's master answered the actor's last probe."""
+        batches, the store's master answered the actor's last probe, and clients can find the actor by its
+        name in the Ray cluster (a recent lookup succeeded)."""
         live, why = self.liveness()
         store = bool(self.stats.get("store_ok", self.detail.get("store", False)))
-        fields = {**self.detail, "phase": self.phase, "live": live, "store": store,
+        now = time.monotonic()
+        named = self.registered_at is not None and now - self.registered_at <= REGISTRATION_STALE_SECONDS
+        fields = {**self.detail, "phase": self.phase, "live": live, "store": store, "ray_registered": named,
                   "in_flight": self.stats.get("in_flight", 0), "reason": why if not live else None}
-        ok = self.phase == "ready" and live and store and bool(self.detail.get("model_loaded")) \
+        if live and not named and self.phase == "ready":
+            fields["reason"] = (f"the actor's name does not resolve in the Ray cluster "
+                                f"({self.registration_error or 'no answer'}): clients cannot find it")
+        ok = self.phase == "ready" and live and store and named and bool(self.detail.get("model_loaded")) \
             and self.detail.get("warmup_seconds") is not None and bool(self.detail.get("buffer_registered"))
         return ok, fields
 
@@ -197,6 +224,30 @@ def watch_drain_annotation(state: State, annotations_file: str, period: float = 
     return t
 
 
+def watch_registration(state: State, name: str, namespace: str) -> threading.Thread:
+    """Look the actor's name up in the Ray cluster, as a client would, every REGISTRATION_SECONDS. A lookup
+    that hangs (the GCS is gone) counts as a failure after REGISTRATION_TIMEOUT_SECONDS."""
+    import concurrent.futures
+
+    import ray
+
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="registration")
+
+    def loop():
+        while not state.stop.is_set():
+            try:
+                pool.submit(ray.get_actor, name, namespace=namespace).result(REGISTRATION_TIMEOUT_SECONDS)
+                state.registered_at, state.registration_error = time.monotonic(), None
+            except concurrent.futures.TimeoutError:
+                state.registration_error = f"lookup took over {REGISTRATION_TIMEOUT_SECONDS:.0f}s"
+            except Exception as e:  # noqa: BLE001 (ValueError: unknown name; RPC errors while the GCS is down)
+                state.registration_error = f"{type(e).__name__}: {str(e)[:200]}"
+            state.stop.wait(REGISTRATION_SECONDS)
+    t = threading.Thread(target=loop, name="registration", daemon=True)
+    t.start()
+    return t
+
+
 def install_signal_handlers(state: State) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: state.stop.set())
@@ -216,6 +267,8 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
     actor = start_actor(cfg, pod, hostname)
     state.detail = ray.get(actor.ready.remote())
     metrics.startup(state.detail)
+    state.registered_at = time.monotonic()  # start_actor resolved it by name a moment ago
+    watch_registration(state, cfg.actor_name(pod), cfg.ray.namespace)
     state.phase = "ready"
     log.info("worker ready: actor %s, store client %s, warm-up forward %.3fs", cfg.actor_name(pod),
              state.detail.get("store_hostname"), state.detail.get("warmup_seconds") or 0.0)
@@ -235,6 +288,14 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
             continue
         state.observe(stats, time.monotonic())
         metrics.update(stats)
+        lost = state.unregistered_for(time.monotonic())
+        if lost > REJOIN_AFTER_SECONDS and state.phase == "ready":
+            log.error("the actor's name has not resolved in the Ray cluster for %.0fs (%s): the Ray head was "
+                      "restarted or is gone; draining, then exiting for the kubelet to restart this worker into "
+                      "the current cluster", lost, state.registration_error)
+            state.rejoin = True
+            state.stop.set()
+            break
         if state.drain.is_set() and state.phase == "ready":
             log.info("drain requested: no new batches; finishing in-flight work")
             state.phase = "draining"
@@ -262,6 +323,8 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
             return 1
         state.phase = "drained"
         log.info("drained after %d batches", stats["batches"])
+    if state.rejoin:  # the process's end takes the actor with it; Ray calls to a forgotten GCS could hang
+        return EXIT_REJOIN
     ray.kill(actor)
     ray.shutdown()
     return 0

@@ -35,8 +35,24 @@ def tensor_bytes(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.contiguous().view(-1).view(torch.uint8)
 
 
+def check_output(key: str, tensor) -> None:
+    """What a stored output must be, said in the caller's terms before any store call (the store's own
+    errors, such as `register_buffer: invalid parameters [code -600]` for zero bytes, do not say it)."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"output {key!r}: expected a torch.Tensor, got {type(tensor).__name__}")
+    if str(tensor.dtype).removeprefix("torch.") not in _DTYPES:
+        raise TypeError(f"output {key!r}: dtype {tensor.dtype} cannot be stored "
+                        f"(supported: {', '.join(_DTYPES)})")
+    if tensor.numel() == 0:
+        raise ValueError(f"output {key!r} is empty (shape {tuple(tensor.shape)}): a stored output needs at "
+                         "least one element")
+    if tensor.device.type == "meta":
+        raise ValueError(f"output {key!r} is a meta tensor: it has no data to store")
+
+
 def put_output(store, key: str, tensor: torch.Tensor, preferred_segment: str | None = None) -> OutputRef:
     """Producer side: put the tensor's bytes under `key` and return its ref."""
+    check_output(key, tensor)
     ref = OutputRef.of(key, tensor)
     store.put_bytes(key, tensor_bytes(tensor), preferred_segment=preferred_segment)
     return ref
