@@ -86,3 +86,23 @@ def test_an_actor_clients_cannot_find_by_name_is_not_ready_and_in_time_not_live(
     assert not s.liveness()[0] and "has not resolved" in s.liveness()[1]
     s.registered_at = time.monotonic()
     assert s.readiness()[0] and s.readiness()[1]["ray_registered"] is True
+
+
+def test_a_raylet_that_exited_is_not_a_ray_node_here(monkeypatch, tmp_path):
+    """The pod's raylet exits on a new GCS (a Ray head restart) and stays a zombie under the worker (PID 1):
+    it must not count as the node clients reach the worker through."""
+    import rewardpool_worker.main as m
+
+    def proc(entries):
+        for pid, stat in entries.items():
+            (tmp_path / pid).mkdir(parents=True, exist_ok=True)
+            (tmp_path / pid / "stat").write_text(stat)
+    proc({"1": "1 (python3) S 0 1", "26": "26 (raylet) Z 1 26"})
+    real = m.Path
+    monkeypatch.setattr(m, "Path", lambda p: tmp_path if p == "/proc" else real(p))
+    assert m.local_raylet() is False
+    proc({"27": "27 (raylet) S 1 27"})
+    assert m.local_raylet() is True
+    s = state()
+    s.raylet_gone = True
+    assert not s.readiness()[0] and s.liveness()[0]

@@ -32,14 +32,16 @@ STATS_STALE_SECONDS = 60.0
 # Clients find the actor by its name in the Ray cluster (the GCS), not through this process: a Ray head
 # restarted without GCS fault tolerance forgets every name while the actor itself keeps answering here. So the
 # name is looked up every REGISTRATION_SECONDS; the worker is not Ready while the last lookup is older than
-# REGISTRATION_STALE_SECONDS, and past REJOIN_AFTER_SECONDS without its name it drains and exits, for the
-# kubelet to restart it into the new cluster (faster than waiting for a liveness probe, and it loses nothing:
-# it finishes what it holds, and outputs stay in the store).
+# REGISTRATION_STALE_SECONDS. Once its own raylet has exited (it does on a new GCS), or past
+# REJOIN_AFTER_SECONDS without its name, it drains and exits, for the kubelet to restart it into the new
+# cluster (faster than waiting for a liveness probe, and it loses nothing: it finishes what it still can, the
+# client retries the rest elsewhere, and outputs stay in the store).
 REGISTRATION_SECONDS = 2.0
 REGISTRATION_TIMEOUT_SECONDS = 5.0
 REGISTRATION_STALE_SECONDS = 10.0
 REJOIN_AFTER_SECONDS = float(os.environ.get("REWARDPOOL_REJOIN_AFTER_SECONDS", "30"))
 EXIT_REJOIN = 3
+REJOIN_DRAIN_SECONDS = 30.0
 
 
 class State:
@@ -50,6 +52,7 @@ class State:
         self.stats_at: float | None = None  # monotonic time of the last stats answer
         self.actor_gone: str | None = None
         self.rejoin = False  # exiting to be restarted into the current Ray cluster
+        self.raylet_gone = False
         self.in_flight = 0
         self.last_batch_at: float | None = None  # monotonic time the batches counter last moved
         self.registered_at: float | None = None  # monotonic time the actor's name last resolved in Ray
@@ -107,7 +110,8 @@ class State:
         live, why = self.liveness()
         store = bool(self.stats.get("store_ok", self.detail.get("store", False)))
         now = time.monotonic()
-        named = self.registered_at is not None and now - self.registered_at <= REGISTRATION_STALE_SECONDS
+        named = (self.registered_at is not None and now - self.registered_at <= REGISTRATION_STALE_SECONDS
+                 and not self.raylet_gone)
         fields = {**self.detail, "phase": self.phase, "live": live, "store": store, "ray_registered": named,
                   "in_flight": self.stats.get("in_flight", 0), "reason": why if not live else None}
         if live and not named and self.phase == "ready":
@@ -195,13 +199,16 @@ def connect_ray(cfg: WorkerConfig, node_ip: str) -> None:
 
 
 def local_raylet() -> bool:
-    """Whether a Ray node (a raylet process) runs on this host: in a pod, only one the pod started."""
+    """Whether a Ray node (a raylet process) runs on this host: in a pod, only one the pod started. A raylet
+    that exited stays listed as a zombie (this process is PID 1 of the container and reaps no orphans): it
+    does not count."""
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
             try:
-                if (p / "comm").read_text().strip() == "raylet":
+                comm, state = (p / "stat").read_text().rsplit(")", 1)
+                if comm.split("(", 1)[1] == "raylet" and state.split()[0] not in ("Z", "X"):
                     return True
-            except OSError:
+            except (OSError, IndexError, ValueError):
                 continue
     return False
 
@@ -224,20 +231,36 @@ def watch_drain_annotation(state: State, annotations_file: str, period: float = 
     return t
 
 
-def watch_registration(state: State, name: str, namespace: str) -> threading.Thread:
-    """Look the actor's name up in the Ray cluster, as a client would, every REGISTRATION_SECONDS. A lookup
-    that hangs (the GCS is gone) counts as a failure after REGISTRATION_TIMEOUT_SECONDS."""
-    import concurrent.futures
+class RayletGone(RuntimeError):
+    """This pod's Ray node has exited: nothing brings it back in this container."""
 
+
+def registered(name: str, namespace: str, own_raylet: bool) -> None:
+    """Raise unless clients can find this worker's actor: the raylet this pod started is running (a Ray head
+    restarted without GCS fault tolerance has a new cluster ID, and the raylet exits on it), and the name
+    resolves in the Ray cluster."""
     import ray
+
+    if own_raylet and not local_raylet():
+        raise RayletGone("this pod's raylet has exited (after a Ray head restart it exits on the new GCS's "
+                         "cluster ID)")
+    ray.get_actor(name, namespace=namespace)
+
+
+def watch_registration(state: State, name: str, namespace: str, own_raylet: bool) -> threading.Thread:
+    """Check `registered` every REGISTRATION_SECONDS. A check that hangs (the GCS is gone) counts as a
+    failure after REGISTRATION_TIMEOUT_SECONDS."""
+    import concurrent.futures
 
     pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="registration")
 
     def loop():
         while not state.stop.is_set():
             try:
-                pool.submit(ray.get_actor, name, namespace=namespace).result(REGISTRATION_TIMEOUT_SECONDS)
+                pool.submit(registered, name, namespace, own_raylet).result(REGISTRATION_TIMEOUT_SECONDS)
                 state.registered_at, state.registration_error = time.monotonic(), None
+            except RayletGone as e:
+                state.registration_error, state.raylet_gone = str(e), True
             except concurrent.futures.TimeoutError:
                 state.registration_error = f"lookup took over {REGISTRATION_TIMEOUT_SECONDS:.0f}s"
             except Exception as e:  # noqa: BLE001 (ValueError: unknown name; RPC errors while the GCS is down)
@@ -246,6 +269,24 @@ def watch_registration(state: State, name: str, namespace: str) -> threading.Thr
     t = threading.Thread(target=loop, name="registration", daemon=True)
     t.start()
     return t
+
+
+def drain_before_rejoin(actor, state: State, timeout: float) -> None:
+    """Finish what the actor holds, if it still answers, before the process exits (its end takes the actor
+    with it). Bounded, and every Ray call with a timeout: its raylet may be gone and its GCS forgotten."""
+    import ray
+
+    state.phase = "draining"
+    try:
+        stats = ray.get(actor.drain.remote(), timeout=STATS_TIMEOUT_SECONDS)
+        deadline = time.monotonic() + timeout
+        while stats["in_flight"] > 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            stats = ray.get(actor.stats.remote(), timeout=STATS_TIMEOUT_SECONDS)
+        log.info("exiting to rejoin Ray with %d batch(es) in flight (the client retries them elsewhere)",
+                 stats["in_flight"])
+    except Exception as e:  # noqa: BLE001 (the actor died with its raylet: nothing is left to finish)
+        log.info("exiting to rejoin Ray; the actor no longer answers (%s)", type(e).__name__)
 
 
 def install_signal_handlers(state: State) -> None:
@@ -268,12 +309,19 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
     state.detail = ray.get(actor.ready.remote())
     metrics.startup(state.detail)
     state.registered_at = time.monotonic()  # start_actor resolved it by name a moment ago
-    watch_registration(state, cfg.actor_name(pod), cfg.ray.namespace)
+    watch_registration(state, cfg.actor_name(pod), cfg.ray.namespace, own_raylet=bool(cfg.ray.address))
     state.phase = "ready"
     log.info("worker ready: actor %s, store client %s, warm-up forward %.3fs", cfg.actor_name(pod),
              state.detail.get("store_hostname"), state.detail.get("warmup_seconds") or 0.0)
     stats = {"in_flight": 0, "batches": 0}
     while not state.stop.is_set():
+        lost = state.unregistered_for(time.monotonic())
+        if state.phase in ("ready", "draining") and (state.raylet_gone or lost > REJOIN_AFTER_SECONDS):
+            log.error("clients cannot find this worker's actor in the Ray cluster (%s, for %.0fs): the Ray head "
+                      "was restarted or is gone; draining, then exiting for the kubelet to restart this worker "
+                      "into the current cluster", state.registration_error, lost)
+            state.rejoin = True
+            break
         if state.actor_gone:
             state.stop.wait(STATS_SECONDS)
             continue
@@ -288,14 +336,6 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
             continue
         state.observe(stats, time.monotonic())
         metrics.update(stats)
-        lost = state.unregistered_for(time.monotonic())
-        if lost > REJOIN_AFTER_SECONDS and state.phase == "ready":
-            log.error("the actor's name has not resolved in the Ray cluster for %.0fs (%s): the Ray head was "
-                      "restarted or is gone; draining, then exiting for the kubelet to restart this worker into "
-                      "the current cluster", lost, state.registration_error)
-            state.rejoin = True
-            state.stop.set()
-            break
         if state.drain.is_set() and state.phase == "ready":
             log.info("drain requested: no new batches; finishing in-flight work")
             state.phase = "draining"
@@ -305,6 +345,9 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
             log.info("drained after %d batches; waiting to be deleted", stats["batches"])
         state.stop.wait(STATS_SECONDS)
 
+    if state.rejoin:
+        drain_before_rejoin(actor, state, min(drain_timeout, REJOIN_DRAIN_SECONDS))
+        return EXIT_REJOIN
     if state.actor_gone:
         log.error("stopping with the Ray actor gone: its in-flight batches are retried elsewhere by the client")
         ray.shutdown()
@@ -323,8 +366,6 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
             return 1
         state.phase = "drained"
         log.info("drained after %d batches", stats["batches"])
-    if state.rejoin:  # the process's end takes the actor with it; Ray calls to a forgotten GCS could hang
-        return EXIT_REJOIN
     ray.kill(actor)
     ray.shutdown()
     return 0
