@@ -188,10 +188,15 @@ def test_the_workers_queues_carry_the_whole_demand(pool_actors, producer):
     assert report.max_queue_depth >= 15 and client.aio.waiting == 0
 
 
-def test_no_live_worker_is_pool_unavailable(ray_cluster):
-    client = RewardPoolClient("nobody", "t", unavailable_seconds=1, timeout=30)
+def test_no_live_worker_is_pool_unavailable_and_a_longer_deadline_waits_for_it(ray_cluster):
+    client = RewardPoolClient("nobody", "t", unavailable_seconds=1)
     with pytest.raises(PoolUnavailable):
         client.score([torch.zeros(3, 4, 4)], ["p"])
+    # with a deadline past unavailable_seconds the call keeps waiting for the pool to recover, until then
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError):
+        RewardPoolClient("nobody", "t", unavailable_seconds=1, timeout=4).score([torch.zeros(3, 4, 4)], ["p"])
+    assert time.monotonic() - t0 >= 3.5
 
 
 def test_a_backlog_moves_to_workers_that_join(pool_actors, producer):
