@@ -420,6 +420,33 @@ def _pod_sc(**sc) -> dict:
 def _container(kind: str, **fields) -> dict:
     return _spec(podTemplate={"spec": {kind: [{"name": "c", "image": "x", **fields}]}})
 
+
+def _container_cel_cases(kind: str) -> dict:
+    """The same four rules guard containers and initContainers: one case table per kind."""
+    at = f"spec.podTemplate.spec.{kind}[0]"
+    return {
+        (f"{at}.ports[0]", "!has(self.hostPort) || self.hostPort == 0"): [
+            (False, f"{kind}-host-port", _container(kind, ports=[{"containerPort": 80, "hostPort": 80}]),
+             [f"{at}.ports[0].hostPort", "hostPort is not allowed"]),
+            (True, f"{kind}-container-port", _container(kind, ports=[{"containerPort": 80, "hostPort": 0}]), []),
+        ],
+        (f"{at}.securityContext", "!has(self.privileged) || !self.privileged"): [
+            (False, f"{kind}-privileged", _container(kind, securityContext={"privileged": True}),
+             [f"{at}.securityContext.privileged", "privileged containers are not allowed"]),
+            (True, f"{kind}-unprivileged", _container(kind, securityContext={"privileged": False}), []),
+        ],
+        (f"{at}.securityContext", _SECCOMP): [
+            (False, f"{kind}-seccomp-unconfined", _container(kind, securityContext={"seccompProfile": {"type": "Unconfined"}}),
+             [f"{at}.securityContext.seccompProfile.type", "seccompProfile Unconfined"]),
+            (True, f"{kind}-seccomp-default", _container(kind, securityContext={"seccompProfile": {"type": "RuntimeDefault"}}), []),
+        ],
+        (f"{at}.securityContext", _APPARMOR): [
+            (False, f"{kind}-apparmor-unconfined", _container(kind, securityContext={"appArmorProfile": {"type": "Unconfined"}}),
+             [f"{at}.securityContext.appArmorProfile.type", "appArmorProfile Unconfined"]),
+            (True, f"{kind}-apparmor-default", _container(kind, securityContext={"appArmorProfile": {"type": "RuntimeDefault"}}), []),
+        ],
+    }
+
 # rule -> list of (accept?, what, manifest, expected substrings when rejected)
 CEL_CASES = {
     "self.store.protocol != 'rdma' || self.placement.rdmaResource.count > 0 || (has(self.store.devices) && size(self.store.devices) > 0)": [
@@ -553,46 +580,8 @@ CEL_CASES = {
          ["spec.podTemplate.spec.securityContext.appArmorProfile.type", "appArmorProfile Unconfined is not allowed"]),
         (True, "pod-apparmor-default", _pod_sc(appArmorProfile={"type": "RuntimeDefault"}), []),
     ],
-    ("spec.podTemplate.spec.containers[0].ports[0]", "!has(self.hostPort) || self.hostPort == 0"): [
-        (False, "containers-host-port", _container("containers", ports=[{"containerPort": 80, "hostPort": 80}]),
-         ["spec.podTemplate.spec.containers[0].ports[0].hostPort", "hostPort is not allowed"]),
-        (True, "containers-container-port", _container("containers", ports=[{"containerPort": 80, "hostPort": 0}]), []),
-    ],
-    ("spec.podTemplate.spec.containers[0].securityContext", "!has(self.privileged) || !self.privileged"): [
-        (False, "containers-privileged", _container("containers", securityContext={"privileged": True}),
-         ["spec.podTemplate.spec.containers[0].securityContext.privileged", "privileged containers are not allowed"]),
-        (True, "containers-unprivileged", _container("containers", securityContext={"privileged": False}), []),
-    ],
-    ("spec.podTemplate.spec.containers[0].securityContext", _SECCOMP): [
-        (False, "containers-seccomp-unconfined", _container("containers", securityContext={"seccompProfile": {"type": "Unconfined"}}),
-         ["spec.podTemplate.spec.containers[0].securityContext.seccompProfile.type", "seccompProfile Unconfined"]),
-        (True, "containers-seccomp-default", _container("containers", securityContext={"seccompProfile": {"type": "RuntimeDefault"}}), []),
-    ],
-    ("spec.podTemplate.spec.containers[0].securityContext", _APPARMOR): [
-        (False, "containers-apparmor-unconfined", _container("containers", securityContext={"appArmorProfile": {"type": "Unconfined"}}),
-         ["spec.podTemplate.spec.containers[0].securityContext.appArmorProfile.type", "appArmorProfile Unconfined"]),
-        (True, "containers-apparmor-default", _container("containers", securityContext={"appArmorProfile": {"type": "RuntimeDefault"}}), []),
-    ],
-    ("spec.podTemplate.spec.initContainers[0].ports[0]", "!has(self.hostPort) || self.hostPort == 0"): [
-        (False, "initContainers-host-port", _container("initContainers", ports=[{"containerPort": 80, "hostPort": 80}]),
-         ["spec.podTemplate.spec.initContainers[0].ports[0].hostPort", "hostPort is not allowed"]),
-        (True, "initContainers-container-port", _container("initContainers", ports=[{"containerPort": 80, "hostPort": 0}]), []),
-    ],
-    ("spec.podTemplate.spec.initContainers[0].securityContext", "!has(self.privileged) || !self.privileged"): [
-        (False, "initContainers-privileged", _container("initContainers", securityContext={"privileged": True}),
-         ["spec.podTemplate.spec.initContainers[0].securityContext.privileged", "privileged containers are not allowed"]),
-        (True, "initContainers-unprivileged", _container("initContainers", securityContext={"privileged": False}), []),
-    ],
-    ("spec.podTemplate.spec.initContainers[0].securityContext", _SECCOMP): [
-        (False, "initContainers-seccomp-unconfined", _container("initContainers", securityContext={"seccompProfile": {"type": "Unconfined"}}),
-         ["spec.podTemplate.spec.initContainers[0].securityContext.seccompProfile.type", "seccompProfile Unconfined"]),
-        (True, "initContainers-seccomp-default", _container("initContainers", securityContext={"seccompProfile": {"type": "RuntimeDefault"}}), []),
-    ],
-    ("spec.podTemplate.spec.initContainers[0].securityContext", _APPARMOR): [
-        (False, "initContainers-apparmor-unconfined", _container("initContainers", securityContext={"appArmorProfile": {"type": "Unconfined"}}),
-         ["spec.podTemplate.spec.initContainers[0].securityContext.appArmorProfile.type", "appArmorProfile Unconfined"]),
-        (True, "initContainers-apparmor-default", _container("initContainers", securityContext={"appArmorProfile": {"type": "RuntimeDefault"}}), []),
-    ],
+    **_container_cel_cases("containers"),
+    **_container_cel_cases("initContainers"),
     ("spec.podTemplate.spec.volumes[0]", "!has(self.hostPath)"): [
         (False, "host-path", _spec(podTemplate={"spec": {"volumes": [{"name": "h", "hostPath": {"path": "/"}}]}}),
          ["spec.podTemplate.spec.volumes[0].hostPath", "hostPath volumes are not allowed"]),
