@@ -41,9 +41,9 @@ RUN useradd --uid 65532 --no-create-home --shell /usr/sbin/nologin nonroot
 
 FROM operator-deps AS operator
 COPY operator/rewardpool_operator /app/rewardpool_operator
-# The worker contract (config, annotations, ports) the operator renders; none of the worker's heavy
-# dependencies are installed here, and the operator imports nothing else from it.
-COPY worker/rewardpool_worker /app/rewardpool_worker
+# Of the worker package, only the contract the operator renders (config, names, ports, the scorer registry):
+# it imports nothing else, so no worker code and none of its dependencies are in this image.
+COPY worker/rewardpool_worker/__init__.py worker/rewardpool_worker/contract.py /app/rewardpool_worker/
 ENV PYTHONPATH=/app
 USER 65532
 ENTRYPOINT ["python3", "-m", "rewardpool_operator.cli"]
@@ -68,13 +68,12 @@ RUN if [ "$MOONCAKE_WHEEL" != "mooncake-transfer-engine-non-cuda" ]; then \
 
 FROM worker-deps AS worker
 COPY worker/rewardpool_worker /app/rewardpool_worker
-RUN rm -f /app/rewardpool_worker/bench_*.py
 ENV PYTHONPATH=/app
 # Many threads (Ray calls, the store client, torch) would each get a malloc arena that keeps what its thread
 # freed; capping the arenas keeps that retained memory out of the pod's budget (the scorer itself runs in
-# one thread for the same reason, see worker/rewardpool_worker/actor.py).
+# one thread for the same reason, see worker/rewardpool_worker/runtime/slots.py).
 ENV MALLOC_ARENA_MAX=2
 # Root inside the container is what IPC_LOCK applies to (pinning the segment); the pod drops every other
 # capability and is never privileged.
 EXPOSE 8000
-ENTRYPOINT ["python3", "-m", "rewardpool_worker.main"]
+ENTRYPOINT ["python3", "-m", "rewardpool_worker.runtime.main"]

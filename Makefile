@@ -59,12 +59,12 @@ worker: deps
 # apply-to-all-Ready latency of a 16-worker pool (median of runs) on the local control plane.
 bench-ready: deps
 	venv=$$(bash scripts/venv.sh); tools=$$(bash scripts/tools.sh)
-	PATH="$$tools:$$venv/bin:$$PATH" rewardpool bench ready --workers 16 --runs 5
+	PATH="$$tools:$$venv/bin:$$PATH" rewardpool-bench ready --workers 16 --runs 5
 
 # Store read paths compared in one run (269 MB and 1.23 GB outputs), in the loopback-only namespace.
 bench-read: deps
 	venv=$$(bash scripts/venv.sh)
-	PATH="$$venv/bin:$$PATH" bash scripts/in-netns.sh rewardpool bench read
+	PATH="$$venv/bin:$$PATH" bash scripts/in-netns.sh rewardpool-bench read
 
 lint:
 	tools=$$(bash scripts/tools.sh)

@@ -25,14 +25,14 @@ fi
 import torch
 assert torch.cuda.is_available(), "torch sees no GPU (driver, CUDA_VISIBLE_DEVICES?)"
 print("[gpu-check] torch", torch.__version__, "cuda", torch.version.cuda, "on", torch.cuda.get_device_name(0))
-from rewardpool_worker.device import resolve_device
+from rewardpool_worker.scorers.device import resolve_device
 assert resolve_device("auto") == "cuda"
 PY
 
 # The scorer's GPU path against the CPU path: same frames, fp32 scores within the parity tolerance.
 "$PY" - <<'PY'
 import math, tempfile, pathlib, torch
-from rewardpool_worker import random_clip
+from rewardpool_devcluster import random_clip
 from rewardpool_worker.scorers.pickscore import PickScoreScorer
 d = random_clip.build(pathlib.Path(tempfile.mkdtemp()) / "tiny", "tiny", logit_scale=math.log(100))
 g = torch.Generator().manual_seed(7)

@@ -93,7 +93,7 @@ def producer(master):
 
 @pytest.fixture(scope="session")
 def store(master):
-    from rewardpool_worker.config import StoreConfig
+    from rewardpool_worker.contract import StoreConfig
     from rewardpool_worker.store import Store
 
     s = Store.connect(StoreConfig(master=master.address, protocol="tcp", segment_bytes=64 << 20,

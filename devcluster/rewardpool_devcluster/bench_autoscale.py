@@ -1,8 +1,8 @@
-"""`rewardpool bench autoscale`: the origin's LTX-2.3 rollout, time-compressed and scaled to this machine, run
+"""`rewardpool-bench autoscale`: the origin's LTX-2.3 rollout, time-compressed and scaled to this machine, run
 through the whole system (control plane, operator, a real worker process per kwok pod, mooncake_master,
 Ray), in several configurations side by side in one run: one fixed worker, N fixed workers (N = what the
 autoscaler peaked at), the built-in autoscaler, and the autoscaler with the rollout hint
-(`rewardpool_worker.demand.expect` at each rollout's start).
+(`rewardpool_worker.client.demand.expect` at each rollout's start).
 
 Origin figures: 64 videos of 269 MB a rollout; generation done ~2.3 min into the rollout; scoring takes 7.5
 min with one PickScore actor (7.0 s a video). Here time runs `--compress` times faster (default 5: 27.6 s of
@@ -54,9 +54,9 @@ class LtxTimingScorer:
 
 def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Producer, rollouts: int,
          log_dir: Path, gap: float, hint: bool) -> dict:
-    from rewardpool_worker import demand
+    from rewardpool_worker.client import demand
     from rewardpool_worker.client import Releaser, RewardPoolClient
-    from rewardpool_worker.config import StoreConfig, actor_prefix
+    from rewardpool_worker.contract import StoreConfig, actor_prefix
     from rewardpool_worker.errors import SampleError
     from rewardpool_worker.store import Store
 

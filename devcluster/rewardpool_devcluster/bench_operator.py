@@ -1,4 +1,4 @@
-"""`rewardpool bench operator`: many pools at once on the local control plane (kwok nodes), and with
+"""`rewardpool-bench operator`: many pools at once on the local control plane (kwok nodes), and with
 `--baseline replicaset` the same pods through the in-tree ReplicaSet controller first (each ReplicaSet with
 the same headless Service and disruption budget a pool gets), on the same control plane, one after the
 other, so the two are compared in one run. Prints JSON per path: pods created per

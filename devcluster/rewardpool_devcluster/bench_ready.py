@@ -1,4 +1,4 @@
-"""`rewardpool bench ready`: apply-to-all-Ready latency of one pool on the local control plane (real
+"""`rewardpool-bench ready`: apply-to-all-Ready latency of one pool on the local control plane (real
 apiserver, scheduler, kwok), with the operator running as its own process. Prints JSON."""
 from __future__ import annotations
 

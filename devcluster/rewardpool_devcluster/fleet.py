@@ -1,5 +1,5 @@
 """Stands in for the kubelet and container runtime of kwok pods: for each pod of a pool, a real worker
-process (`rewardpool_worker.main`) on the pod's own IP (kwok hands out loopback addresses), with the config
+process (`rewardpool_worker.runtime.main`) on the pod's own IP (kwok hands out loopback addresses), with the config
 the operator rendered into the pod; SIGTERM when the pod is deleted, as a kubelet would. Like a kubelet, it
 keeps each pod's Downward API annotations file and its control-token Secret volume up to date."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 import threading
 from pathlib import Path
 
-from rewardpool_worker.config import CONTROL_SECRET_KEY, control_secret_name
+from rewardpool_worker.contract import CONTROL_SECRET_KEY, control_secret_name
 
 from .cluster import terminate
 
@@ -115,7 +115,7 @@ class WorkerFleet:
                     "REWARDPOOL_CONTROL_TOKEN_FILE": str(self.token_file)})
         logf = open(self.log_dir / f"{pod.metadata.name}.log", "wb")
         self.procs[pod.metadata.name] = subprocess.Popen(
-            [sys.executable, "-m", "rewardpool_worker.main"], env={**os.environ, **self.env, **env},
+            [sys.executable, "-m", "rewardpool_worker.runtime.main"], env={**os.environ, **self.env, **env},
             stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
         self.ips[pod.metadata.name] = ip
         self.started.append(pod.metadata.name)

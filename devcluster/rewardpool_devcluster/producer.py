@@ -11,7 +11,7 @@ import sys
 
 import torch
 
-from rewardpool_worker.config import StoreConfig
+from rewardpool_worker.contract import StoreConfig
 from rewardpool_worker.records import put_output
 from rewardpool_worker.store import Store
 

@@ -76,7 +76,7 @@ def main() -> int:
     from concurrent.futures import ThreadPoolExecutor
 
     from rewardpool_worker.client import Releaser, RewardPoolClient
-    from rewardpool_worker.config import StoreConfig
+    from rewardpool_worker.contract import StoreConfig
     from rewardpool_worker.records import put_output
     from rewardpool_worker.store import Store
 

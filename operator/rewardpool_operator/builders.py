@@ -7,9 +7,10 @@ import base64
 import hashlib
 import json
 
-from rewardpool_worker.config import (ANNOTATIONS_FILE, CONTROL_SECRET_KEY, CONTROL_TOKEN_DIR, ENV_VAR, HTTP_PORT,
-                                      RayConfig, ScorerConfig, StoreConfig, WorkerConfig, control_secret_name,
-                                      termination_grace_seconds)
+from rewardpool_worker.contract import (ANNOTATIONS_FILE, CONTROL_SECRET_KEY, CONTROL_TOKEN_DIR, ENV_VAR,
+                                        HEALTH_PATH, HTTP_PORT, READY_PATH, ROCE_INTERFACE, RayConfig,
+                                        ScorerConfig, StoreConfig, WorkerConfig, control_secret_name,
+                                        termination_grace_seconds)
 
 from .podsecurity import RESTRICTED
 from .quantity import format_bytes
@@ -18,7 +19,6 @@ from .rollout import max_unavailable
 from .spec import COMPONENT_LABEL, HASH_LABEL, MANAGED_BY, WORKER_CONTAINER, Pool
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
-ROCE_INTERFACE = "net1"
 IPC_LOCK = "IPC_LOCK"  # the one capability a worker has: the store pins its segment and read buffer with it
 # The uid a restricted pool's pods run as (the images' nonroot user). Kubernetes grants a non-root container
 # no ambient capabilities, so IPC_LOCK is then in its bounding set only: validate.py says what that costs.
@@ -211,11 +211,11 @@ def pod_template(pool: Pool, sizing: SizingResult) -> dict:
         "env": _env(pool, sizing),
         "ports": [{"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"}],
         "resources": _resources(pool, sizing),
-        "startupProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 5,
+        "startupProbe": {"httpGet": {"path": HEALTH_PATH, "port": "http"}, "periodSeconds": 5,
                          "failureThreshold": 120},
-        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10,
+        "livenessProbe": {"httpGet": {"path": HEALTH_PATH, "port": "http"}, "periodSeconds": 10,
                           "failureThreshold": 3},
-        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 5,
+        "readinessProbe": {"httpGet": {"path": READY_PATH, "port": "http"}, "periodSeconds": 5,
                            "failureThreshold": 2},
         # IPC_LOCK lets the store pin its segment and registered buffers (memlock); nothing privileged.
         "securityContext": {"privileged": False, "allowPrivilegeEscalation": False,

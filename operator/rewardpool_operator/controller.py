@@ -13,7 +13,7 @@ import random
 import time
 
 from kubernetes_asyncio.client.exceptions import ApiException
-from rewardpool_worker.config import OperatorMetricNames as M
+from rewardpool_worker.contract import OperatorMetricNames as M
 
 from . import pool_metrics
 from .kube import Kube

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
-from rewardpool_worker.config import OperatorMetricNames as M
+from rewardpool_worker.contract import OperatorMetricNames as M
 
 from .spec import GROUP, PLURAL, VERSION
 

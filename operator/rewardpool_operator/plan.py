@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rewardpool_worker.config import DRAIN_ANNOTATION, EXPECTED_OUTPUTS_ANNOTATION, parse_expected_outputs
+from rewardpool_worker.contract import DRAIN_ANNOTATION, EXPECTED_OUTPUTS_ANNOTATION, parse_expected_outputs
 
 from . import conditions as C
 from . import drain as drain_mod

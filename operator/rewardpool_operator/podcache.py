@@ -15,7 +15,7 @@ import logging
 import time
 from typing import Callable
 
-from rewardpool_worker.config import DRAIN_ANNOTATION
+from rewardpool_worker.contract import DRAIN_ANNOTATION
 
 from .spec import POOL_LABEL
 

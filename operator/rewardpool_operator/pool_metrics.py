@@ -3,7 +3,7 @@ config.OperatorMetricNames): what a KEDA ScaledObject (Prometheus scaler) or an 
 to drive /scale instead of the built-in autoscaler, and what the dashboard shows next to the workers' own."""
 from __future__ import annotations
 
-from rewardpool_worker.config import OperatorMetricNames as M
+from rewardpool_worker.contract import OperatorMetricNames as M
 
 QUEUE_DEPTH = M.POOL_QUEUE_DEPTH.make()
 PENDING_BYTES = M.POOL_PENDING_BYTES.make()

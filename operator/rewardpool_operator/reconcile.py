@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from kubernetes_asyncio.client.exceptions import ApiException
 from pydantic import ValidationError
 
-from rewardpool_worker.config import DRAIN_ANNOTATION, control_secret_name
+from rewardpool_worker.contract import DRAIN_ANNOTATION, control_secret_name
 
 from . import conditions as C
 from . import podstatus

@@ -10,7 +10,7 @@ import logging
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from rewardpool_worker.config import (DRAIN_PATH, HEALTH_PATH, HTTP_PORT, METRICS_PATH, PENDING_BYTES_METRIC,
+from rewardpool_worker.contract import (DRAIN_PATH, HEALTH_PATH, HTTP_PORT, METRICS_PATH, PENDING_BYTES_METRIC,
                                       QUEUE_DEPTH_METRIC, WorkerHealth, control_header)
 
 from .autoscaler import Signals

@@ -7,6 +7,8 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 
+from rewardpool_worker.contract import BUILTIN_SCORERS, READ_SLOTS, BuiltinScorer
+
 from .quantity import format_bytes, human, parse_bytes
 from .spec import PoolSpec, Sizing
 
@@ -15,13 +17,6 @@ GiB = 2**30
 # Fixed terms of a worker's memory: Ray's /dev/shm and the Python/torch/Ray process itself.
 SHM_BYTES = 1 * GiB
 OVERHEAD_BYTES = 2 * GiB
-DEFAULT_MODEL_BYTES = {"pickscore": 4 * GiB}
-# A worker holds at most two batches of outputs: the one the model scores and one read ahead of it (every
-# further batch waits before reading). Each has its own registered buffer of batchSize x outputBytesPerSample.
-READ_BUFFERS = 2
-# GPU working memory of one frame in a CLIP-H/14-sized forward at float32 (activations of the widest layer,
-# with the allocator's slack); halved for float16/bfloat16. An estimate for the GPU figure, not a limit.
-GPU_BYTES_PER_FRAME = {"pickscore": 64 * MiB}
 
 
 @dataclass(frozen=True)
@@ -137,15 +132,17 @@ def compute(spec: PoolSpec, replicas: int | None = None, basis: int | None = Non
     models = [model_bytes(c, sc) for c in spec.components]
     model = sum(models)
     # Host memory keeps the model term on GPU pools too: weights are loaded through host memory first.
-    memory = _round_mib(per_worker + local + READ_BUFFERS * read + model + SHM_BYTES + OVERHEAD_BYTES)
+    # A worker holds at most READ_SLOTS batches of outputs (one scored, one read ahead; every further batch
+    # waits before reading), each in its own registered buffer of batchSize x outputBytesPerSample.
+    memory = _round_mib(per_worker + local + READ_SLOTS * read + model + SHM_BYTES + OVERHEAD_BYTES)
     what = "model" if len(models) == 1 else f"{len(models)} models"
-    formula = (f"segment {human(per_worker)} + local buffer {human(local)} + {READ_BUFFERS} read buffers x "
+    formula = (f"segment {human(per_worker)} + local buffer {human(local)} + {READ_SLOTS} read buffers x "
                f"{human(read)} (batchSize {sc.batchSize} x output: one scored, one read ahead) + {what} "
                f"{human(model)} + /dev/shm {human(SHM_BYTES)} + overhead {human(OVERHEAD_BYTES)} = {human(memory)}")
     gpu_memory = 0
     if sc.gpus > 0:
         half = sc.dtype != "float32"
-        per_frame = sum(GPU_BYTES_PER_FRAME.get(c.name or "", 0) * (c.framesPerForward or sc.framesPerForward)
+        per_frame = sum(_builtin(c).gpu_bytes_per_frame * (c.framesPerForward or sc.framesPerForward)
                         for c in spec.components)
         gpu_memory = _round_mib((model + per_frame) // (2 if half else 1))
         formula += (f"; GPU: {sc.gpus} x {spec.placement.gpuResource}, about {human(gpu_memory)} used "
@@ -157,7 +154,7 @@ def compute(spec: PoolSpec, replicas: int | None = None, basis: int | None = Non
             "MemoryLimitTooSmall",
             f"resources.limits.memory {limit} is below the {human(memory)} a worker needs: {formula}",
             blocking=True))
-    return SizingResult(mode, per_worker, total, required, rule, local, read, model, READ_BUFFERS, sc.gpus,
+    return SizingResult(mode, per_worker, total, required, rule, local, read, model, READ_SLOTS, sc.gpus,
                         gpu_memory, SHM_BYTES, OVERHEAD_BYTES, memory, formula, min_reg_replicas, problems,
                         workers, basis_key(spec))
 
@@ -167,7 +164,12 @@ def model_bytes(component, shared) -> int:
     given = component.modelMemory if component.modelMemory is not None else shared.modelMemory
     if given is not None:
         return parse_bytes(given)
-    return DEFAULT_MODEL_BYTES.get(component.name or "", 0)
+    return _builtin(component).model_bytes
+
+
+def _builtin(component) -> BuiltinScorer:
+    """The registry's figures for a built-in scorer; zeros for a custom one."""
+    return BUILTIN_SCORERS.get(component.name or "", BuiltinScorer(""))
 
 
 def basis_key(spec: PoolSpec) -> str:

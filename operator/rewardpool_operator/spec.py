@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from rewardpool_worker.contract import API_VERSION, GROUP, KIND, PLURAL, POOL_LABEL, VERSION  # noqa: F401 (re-exported)
 
-GROUP, VERSION, PLURAL, KIND = "rewardpool.io", "v1alpha1", "rewardpools", "RewardPool"
-API_VERSION = f"{GROUP}/{VERSION}"
-POOL_LABEL = "rewardpool.io/pool"
 HASH_LABEL = "rewardpool.io/template-hash"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "rewardpool-operator"}

@@ -14,7 +14,7 @@ import aiohttp
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from rewardpool_worker.config import HEALTH_PATH, HTTP_PORT, WorkerHealth
+from rewardpool_worker.contract import HEALTH_PATH, HTTP_PORT, WorkerHealth
 
 from . import statusview
 from .kube import api_message, read_json

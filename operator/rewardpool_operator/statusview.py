@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from rewardpool_worker.config import DRAIN_ANNOTATION, WorkerHealth
+from rewardpool_worker.contract import DRAIN_ANNOTATION, WorkerHealth
 
 from .quantity import human
 from .conditions import epoch

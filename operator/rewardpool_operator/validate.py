@@ -2,7 +2,7 @@
 event on the pool; blocking findings stop worker creation until fixed."""
 from __future__ import annotations
 
-from rewardpool_worker.config import BUILTIN_SCORERS
+from rewardpool_worker.contract import BUILTIN_SCORERS
 
 from . import podsecurity
 from .builders import CONTRACT_ENV, IPC_LOCK, OWNED_VOLUMES, OWNED_WORKER_FIELDS

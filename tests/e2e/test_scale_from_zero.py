@@ -1,5 +1,5 @@
 """Scale to and from zero with real workers: a pool at zero has no worker and so no queue; a client's demand
-hint (`rewardpool_worker.demand.expect`, the pool annotation) starts workers before any batch is sent, they
+hint (`rewardpool_worker.client.demand.expect`, the pool annotation) starts workers before any batch is sent, they
 score the rollout, and once the hint is withdrawn and the stabilization window has seen only idleness the
 pool drains back to zero. Nothing is lost on the way."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from kubernetes import client
 
 from rewardpool_devcluster.fleet import WorkerFleet
-from rewardpool_worker import demand
+from rewardpool_worker.client import demand
 from rewardpool_worker.client import Releaser, RewardPoolClient
 from tests.conftest import wait_for
 from tests.e2e import G, P, REPO, V, pool_spec

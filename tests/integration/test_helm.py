@@ -73,7 +73,7 @@ def test_network_policies_render_per_namespace_and_are_admitted(chart):
     so nothing enforces them here: the token check is proven on its own (tests/e2e/test_control_e2e.py)."""
     import yaml
 
-    from rewardpool_worker.config import HTTP_PORT
+    from rewardpool_worker.contract import HTTP_PORT
 
     for ns in ("np-a", "np-b"):
         kubectl(chart, "create", "namespace", ns, check=False)

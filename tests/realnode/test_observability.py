@@ -93,7 +93,7 @@ def test_every_worker_series_carries_namespace_pool_and_pod(prometheus, scored, 
 
 
 def test_every_dashboard_query_returns_data_after_a_scoring_run(prometheus, scored, obs_ns):
-    from rewardpool_worker.config import all_metrics
+    from rewardpool_worker.contract import all_metrics
 
     known = prometheus.metric_names()
     contract = {m.exposed for m in all_metrics()}

@@ -3,7 +3,7 @@ import json
 from rewardpool_operator import builders, sizing, validate
 from rewardpool_operator.placement import nodes_that_fit
 from rewardpool_operator.spec import HASH_LABEL, Pool
-from rewardpool_worker.config import ENV_VAR, WorkerConfig
+from rewardpool_worker.contract import ENV_VAR, WorkerConfig
 
 
 def pool(**spec_over) -> Pool:

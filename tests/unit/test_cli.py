@@ -27,7 +27,7 @@ def test_size_prints_the_sizing_as_json(capsys):
 
 
 def test_render_a_gpu_mixture_pool(capsys):
-    from rewardpool_worker.config import ENV_VAR, WorkerConfig
+    from rewardpool_worker.contract import ENV_VAR, WorkerConfig
 
     gpu = EXAMPLE.parent / "pickscore-ocr-gpu-pool.yaml"
     assert main(["render", "-f", str(gpu), "--namespace", "rl"]) == 0

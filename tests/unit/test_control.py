@@ -2,8 +2,8 @@
 import base64
 
 from rewardpool_operator import builders, sizing
-from rewardpool_worker.config import CONTROL_TOKEN_DIR, CONTROL_TOKEN_FILE, control_header
-from rewardpool_worker.control import ControlAuth
+from rewardpool_worker.contract import CONTROL_TOKEN_DIR, CONTROL_TOKEN_FILE, control_header
+from rewardpool_worker.runtime.control import ControlAuth
 from tests.unit.test_builders import pool
 
 

@@ -8,7 +8,7 @@ import aiohttp
 import kubernetes_asyncio.config  # noqa: F401  imported first, as in any process that already used it
 import pytest
 
-from rewardpool_worker.demand import expect_async
+from rewardpool_worker.client.demand import expect_async
 
 KUBECONFIG = """apiVersion: v1
 kind: Config

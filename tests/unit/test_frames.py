@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from rewardpool_worker import frames
-from rewardpool_worker.network import local_hostname, parse_annotations_file, roce_address
+from rewardpool_worker.runtime.network import local_hostname, parse_annotations_file, roce_address
 from tests.worker.miles_reference import image_or_video_to_uint8 as miles_image_or_video_to_uint8
 from tests.worker.miles_reference import sample_frame_indices as miles_sample_frame_indices
 

@@ -1,7 +1,7 @@
 """The worker's liveness and readiness decisions (pure: the entrypoint's State from the stats it saw)."""
 import time
 
-from rewardpool_worker.main import REJOIN_AFTER_SECONDS, REGISTRATION_STALE_SECONDS, STATS_STALE_SECONDS, State
+from rewardpool_worker.runtime.main import REJOIN_AFTER_SECONDS, REGISTRATION_STALE_SECONDS, STATS_STALE_SECONDS, State
 
 READY = {"store": True, "buffer_registered": True, "model_loaded": True, "warmup_seconds": 0.4}
 STATS = {"in_flight": 1, "wedged": False, "store_ok": True, "model_busy_seconds": 3.0, "wedged_after_seconds": 300.0}
@@ -52,7 +52,7 @@ def test_silent_or_gone_actor_fails_liveness():
 
 
 def test_health_payload_of_an_older_worker_parses_with_the_new_fields_defaulted():
-    from rewardpool_worker.config import WorkerHealth
+    from rewardpool_worker.contract import WorkerHealth
 
     old = WorkerHealth.model_validate_json('{"phase": "ready", "live": true, "in_flight": 2, "future": 1}')
     assert (old.queue_depth, old.last_batch_seconds_ago, old.in_flight) == (0, None, 2)
@@ -91,7 +91,7 @@ def test_an_actor_clients_cannot_find_by_name_is_not_ready_and_in_time_not_live(
 def test_a_raylet_that_exited_is_not_a_ray_node_here(monkeypatch, tmp_path):
     """The pod's raylet exits on a new GCS (a Ray head restart) and stays a zombie under the worker (PID 1):
     it must not count as the node clients reach the worker through."""
-    import rewardpool_worker.main as m
+    import rewardpool_worker.runtime.main as m
 
     def proc(entries):
         for pid, stat in entries.items():

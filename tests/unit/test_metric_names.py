@@ -10,7 +10,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
-from rewardpool_worker.config import (QUEUE_DEPTH_METRIC, Metric, OperatorMetricNames, WorkerMetricNames,
+from rewardpool_worker.contract import (QUEUE_DEPTH_METRIC, Metric, OperatorMetricNames, WorkerMetricNames,
                                       all_metrics)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,7 +56,7 @@ def test_the_operator_reads_the_name_the_worker_exports():
 
 
 def test_worker_metrics_fold_actor_stats_per_output():
-    from rewardpool_worker.metrics import WorkerMetrics
+    from rewardpool_worker.runtime.metrics import WorkerMetrics
 
     w = WorkerMetrics("pickscore")
     base = {"queue_depth": 0, "pending_bytes": 0, "draining": False}

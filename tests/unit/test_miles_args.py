@@ -58,7 +58,7 @@ def test_rollout_size_comes_from_the_framework_args():
 def test_a_new_rollout_is_announced_once(monkeypatch):
     import asyncio
 
-    from rewardpool_worker import demand
+    from rewardpool_worker.client import demand
     from rewardpool_worker.integrations import miles
 
     sent = []

@@ -9,7 +9,7 @@ from rewardpool_operator.autoscaler import Signals
 from rewardpool_operator.conditions import now as rfc3339
 from rewardpool_operator.plan import NODE_LOST_SECONDS, Network, Observed, lost_reason, plan
 from rewardpool_operator.spec import HASH_LABEL
-from rewardpool_worker.config import DRAIN_ANNOTATION
+from rewardpool_worker.contract import DRAIN_ANNOTATION
 from tests.unit.test_builders import pool
 
 NOW = 1_900_000_000.0

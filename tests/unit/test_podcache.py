@@ -3,7 +3,7 @@ not yet shown holds back the pool's next writes, never longer than the TTL."""
 from __future__ import annotations
 
 from rewardpool_operator.podcache import CREATE, DELETE, DRAIN, EXPECTATION_TTL, PodCache
-from rewardpool_worker.config import DRAIN_ANNOTATION
+from rewardpool_worker.contract import DRAIN_ANNOTATION
 
 
 def pod(name: str, pool: str = "a", ns: str = "ns", **meta) -> dict:

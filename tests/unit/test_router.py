@@ -1,13 +1,13 @@
 """The router's choice of a worker (pure: members set by hand, no Ray calls)."""
 from collections import Counter
 
-from rewardpool_worker.client import Router, _Member
+from rewardpool_worker.client.router import Member, Router
 
 
 def router(n: int, **kw) -> Router:
     r = Router("rewardpool:t/p:", seed=1, **kw)
     for i in range(n):
-        r._members[f"w{i}"] = _Member(f"w{i}", None, last_used=r._rng.random())
+        r._members[f"w{i}"] = Member(f"w{i}", None, last_used=r._rng.random())
     r._refreshed = float("inf")  # no Ray listing in these tests
     return r
 
@@ -64,7 +64,7 @@ def test_a_stale_price_is_tried_again():
 
 
 def test_a_pool_with_no_live_worker_is_waited_for_until_a_longer_deadline():
-    from rewardpool_worker.async_client import patience
+    from rewardpool_worker.client.async_client import patience
 
     assert patience(30.0, 100.0, None) == 30.0  # no deadline: the pool's own patience
     assert patience(30.0, 100.0, 110.0) == 30.0  # a shorter deadline ends the call first, as a timeout

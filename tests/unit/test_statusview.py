@@ -3,7 +3,7 @@ import re
 
 from rewardpool_operator import conditions as C
 from rewardpool_operator import status, statusview
-from rewardpool_worker.config import DRAIN_ANNOTATION, WorkerHealth
+from rewardpool_worker.contract import DRAIN_ANNOTATION, WorkerHealth
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import ray
 
-from rewardpool_worker.config import RayConfig, ScorerConfig, StoreConfig, WorkerConfig
-from rewardpool_worker.hosting import start_actor
+from rewardpool_worker.contract import RayConfig, ScorerConfig, StoreConfig, WorkerConfig
+from rewardpool_worker.runtime.actor import start_actor
 
 
 def pool_cfg(master, pool: str, scorer: dict, ns: str = "t", scorers: list[dict] | None = None) -> WorkerConfig:

@@ -7,10 +7,10 @@ import time
 import pytest
 import torch
 
-from rewardpool_worker.actor import StoredOutputRewardActor
-from rewardpool_worker.config import ScorerConfig
+from rewardpool_worker.runtime.slots import StoredOutputRewardActor
+from rewardpool_worker.contract import ScorerConfig
 from rewardpool_worker.frames import frame_indices, to_uint8
-from rewardpool_worker.reader import RegisteredTensorReader
+from rewardpool_worker.runtime.reader import RegisteredTensorReader
 from rewardpool_worker.scorers import build_scorer, scorer_class
 from tests.worker import tiny_clip
 from rewardpool_devcluster.producer import make_tensor
@@ -105,7 +105,7 @@ def test_a_scorer_that_returns_the_wrong_count_is_an_error(store):
 
 # ---- bounded memory: batch size, read slots, zero-copy views ------------------------------------------------
 def test_a_batch_over_batch_size_is_refused_before_reading(store, producer):
-    from rewardpool_worker.actor import BatchTooLarge
+    from rewardpool_worker.runtime.slots import BatchTooLarge
 
     reader = RegisteredTensorReader(store)
     actor = StoredOutputRewardActor(Recorder(), [reader], batch_size=2, max_batch_bytes=1 << 20)
@@ -173,7 +173,7 @@ def test_a_scorer_that_keeps_outputs_can_ask_for_copies(store, producer):
 
 # ---- several scorers from one read; custom scorer keywords -------------------------------------------------
 def test_several_scorers_score_one_read(store, producer):
-    from rewardpool_worker.config import StoreConfig, WorkerConfig
+    from rewardpool_worker.contract import StoreConfig, WorkerConfig
     from rewardpool_worker.scorers import build_scorers
 
     cfg = WorkerConfig(pool="mix", namespace="t", store=StoreConfig(master="x:1", segment_bytes=0,

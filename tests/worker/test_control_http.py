@@ -8,10 +8,10 @@ import urllib.request
 
 import pytest
 
-from rewardpool_worker.config import DRAIN_ANNOTATION
-from rewardpool_worker.control import ControlAuth
-from rewardpool_worker.main import State, serve_http, watch_drain_annotation
-from rewardpool_worker.metrics import WorkerMetrics
+from rewardpool_worker.contract import DRAIN_ANNOTATION
+from rewardpool_worker.runtime.control import ControlAuth
+from rewardpool_worker.runtime.main import State, serve_http, watch_drain_annotation
+from rewardpool_worker.runtime.metrics import WorkerMetrics
 from tests.conftest import wait_for
 
 

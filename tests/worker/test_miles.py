@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from rewardpool_devcluster.producer import make_tensor
-from rewardpool_worker.async_client import AsyncRewardPoolClient
+from rewardpool_worker.client.async_client import AsyncRewardPoolClient
 from rewardpool_worker.integrations.miles import rewardpool_rm
 from tests.worker.miles_reference import Sample, image_or_video_to_uint8, rollout_log, sample_frame_indices
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rewardpool_worker.actor import StoredOutputRewardActor
-from rewardpool_worker.config import ScorerConfig
-from rewardpool_worker.reader import RegisteredTensorReader
+from rewardpool_worker.runtime.slots import StoredOutputRewardActor
+from rewardpool_worker.contract import ScorerConfig
+from rewardpool_worker.runtime.reader import RegisteredTensorReader
 from rewardpool_worker.records import put_output
 from rewardpool_worker.scorers import build_scorer
 from tests.worker import pickscore_reference as ref

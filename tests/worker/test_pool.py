@@ -17,9 +17,9 @@ import ray
 import torch
 
 from rewardpool_worker.client import Releaser, RewardPoolClient
-from rewardpool_worker.config import RayConfig, ScorerConfig, StoreConfig, WorkerConfig
-from rewardpool_worker.hosting import start_actor
-from rewardpool_worker.reader import RegisteredTensorReader
+from rewardpool_worker.contract import RayConfig, ScorerConfig, StoreConfig, WorkerConfig
+from rewardpool_worker.runtime.actor import start_actor
+from rewardpool_worker.runtime.reader import RegisteredTensorReader
 from rewardpool_worker.store import Store
 from rewardpool_devcluster.mooncake import Master, Producer
 from rewardpool_devcluster.producer import make_tensor
@@ -181,7 +181,7 @@ def test_entrypoint_with_the_operator_rendered_config_becomes_ready_scores_and_d
     cfg = json.loads(env["REWARDPOOL_WORKER_CONFIG"])
     port = free_port()
     cfg["http_port"] = port
-    proc = subprocess.Popen([sys.executable, "-m", "rewardpool_worker.main"], env={
+    proc = subprocess.Popen([sys.executable, "-m", "rewardpool_worker.runtime.main"], env={
         **os.environ, "REWARDPOOL_WORKER_CONFIG": json.dumps(cfg), "POD_NAME": "e2e-abcde", "POD_IP": "127.0.0.1",
         "REWARDPOOL_HTTP_HOST": "127.0.0.1", "REWARDPOOL_ANNOTATIONS_FILE": str(tmp_path / "none")},
         stdout=open(tmp_path / "worker.log", "wb"), stderr=subprocess.STDOUT)
@@ -322,7 +322,7 @@ class Entrypoint:
         self.port = free_port()
         cfg.update(http_port=self.port, **cfg_over)
         self.log = tmp_path / f"{name}.log"
-        self.proc = subprocess.Popen([sys.executable, "-m", "rewardpool_worker.main"], env={
+        self.proc = subprocess.Popen([sys.executable, "-m", "rewardpool_worker.runtime.main"], env={
             **os.environ, "REWARDPOOL_WORKER_CONFIG": json.dumps(cfg), "POD_NAME": f"{name}-abcde",
             "POD_IP": "127.0.0.1", "REWARDPOOL_HTTP_HOST": "127.0.0.1",
             "REWARDPOOL_ANNOTATIONS_FILE": str(tmp_path / "none")}, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)

@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-from rewardpool_worker.config import StoreConfig
-from rewardpool_worker.reader import RegisteredTensorReader
+from rewardpool_worker.contract import StoreConfig
+from rewardpool_worker.runtime.reader import RegisteredTensorReader
 from rewardpool_worker.records import OutputRef
 from rewardpool_worker.store import LeaseHeld, MasterUnreachable, ObjectNotFound, Store, TransferFailed
 from rewardpool_devcluster.producer import make_tensor
@@ -138,7 +138,7 @@ def test_a_read_that_outlasts_the_lease_is_a_clear_error(tmp_path):
 
 
 def test_buffer_grows_by_doubling_up_to_its_cap_and_no_further(store, producer):
-    from rewardpool_worker.reader import BufferCapExceeded
+    from rewardpool_worker.runtime.reader import BufferCapExceeded
 
     MiB = 2**20
     reader = RegisteredTensorReader(store, initial_bytes=1 * MiB, max_bytes=5 * MiB)

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from rewardpool_devcluster.producer import make_tensor
-from rewardpool_worker.reader import RegisteredTensorReader
+from rewardpool_worker.runtime.reader import RegisteredTensorReader
 from rewardpool_worker.records import OutputRef
-from rewardpool_worker.releaser import Releaser, sweep_stale
+from rewardpool_worker.client.releaser import Releaser, sweep_stale
 
 
 def test_a_bad_ref_changes_nothing(store, producer, master):

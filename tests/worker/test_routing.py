@@ -13,7 +13,7 @@ import ray
 import torch
 
 from rewardpool_devcluster.producer import make_tensor
-from rewardpool_worker.async_client import AsyncRewardPoolClient
+from rewardpool_worker.client.async_client import AsyncRewardPoolClient
 from rewardpool_worker.client import RewardPoolClient
 from rewardpool_worker.errors import Draining, PoolUnavailable, SampleError, ScorerError, unwrap
 from rewardpool_worker.store import ObjectNotFound
@@ -222,7 +222,7 @@ def test_a_backlog_moves_to_workers_that_join(pool_actors, producer):
 def test_a_full_worker_refuses_and_the_batches_wait_their_turn(pool_actors, producer):
     """Two callers that each allow themselves 40 batches on the one worker: past its queue limit the worker
     refuses (Overloaded, a type), and the refused batches come back later; nothing fails."""
-    from rewardpool_worker.hosting import MAX_QUEUE
+    from rewardpool_worker.runtime.actor import MAX_QUEUE
 
     (w,) = pool_actors("full", 1, {"class": "tests.worker.custom_scorer:MeanScorer", "args": {"seconds": 0.02},
                                    "batch_size": 1})

@@ -7,11 +7,11 @@ import asyncio
 import pytest
 import torch
 
-from rewardpool_worker.async_client import AsyncRewardPoolClient
+from rewardpool_worker.client.async_client import AsyncRewardPoolClient
 from rewardpool_worker.errors import SampleError, ScorerError
 from rewardpool_worker.integrations.tensors import (TensorRewardClient, flow_grpo_reward_fn, score_tensors,
                                                     verl_compute_score)
-from rewardpool_worker.releaser import Releaser
+from rewardpool_worker.client.releaser import Releaser
 
 MEAN = {"class": "tests.worker.custom_scorer:MeanScorer", "args": {"seconds": 0.0}, "batch_size": 2}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from rewardpool_worker import random_clip
+from rewardpool_devcluster import random_clip
 
 
 def build(path: Path, seed: int = 0) -> Path:

@@ -7,7 +7,7 @@ import os
 
 import torch
 
-from .config import StoreConfig
+from .contract import StoreConfig
 
 log = logging.getLogger("rewardpool.worker.store")
 

@@ -20,7 +20,7 @@ from an environment variable (the argument wins):
 | release | REWARDPOOL_RELEASE | false | remove the stored outputs after the reward (only for framework versions that do not release them themselves) |
 | store_master | REWARDPOOL_STORE_MASTER | (none) | mooncake_master host:port, needed by release=true |
 | store_protocol | REWARDPOOL_STORE_PROTOCOL | tcp | the store client's protocol, for release=true |
-| hint | REWARDPOOL_HINT | true | announce a new rollout's outputs to the pool's autoscaler (`rewardpool_worker.demand.expect`) so it grows before the queue builds; needs `patch` on `rewardpools` |
+| hint | REWARDPOOL_HINT | true | announce a new rollout's outputs to the pool's autoscaler (`rewardpool_worker.client.demand.expect`) so it grows before the queue builds; needs `patch` on `rewardpools` |
 | expect | REWARDPOOL_EXPECT | rollout size | outputs a rollout brings (default `args.rollout_batch_size x args.n_samples_per_prompt`) |
 
 A sample's `generated_output` is a stored-tensor ref (anything with `key`, `shape`, `dtype` and `size` or
@@ -55,7 +55,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..async_client import AsyncRewardPoolClient
+from ..client.async_client import AsyncRewardPoolClient
 from ..errors import SampleError
 from ..records import OutputRef
 from ..scorers.mixture import WEIGHTED
@@ -158,7 +158,7 @@ async def _announce(cfg: HookConfig, args, now: float) -> None:
     n = rollout_outputs(cfg, args)
     if n <= 0:
         return
-    from .. import demand
+    from ..client import demand
 
     try:
         await demand.expect_async(cfg.pool, cfg.namespace, n, ttl_seconds=cfg.timeout or 600)
@@ -183,8 +183,8 @@ def _client(cfg: HookConfig) -> AsyncRewardPoolClient:
 
 
 def _releaser(cfg: HookConfig):
-    from ..config import StoreConfig
-    from ..releaser import Releaser
+    from ..client.releaser import Releaser
+    from ..contract import StoreConfig
     from ..store import Store
 
     key = (cfg.store_master, cfg.store_protocol)

@@ -18,10 +18,10 @@ import uuid
 
 import torch
 
-from ..async_client import AsyncRewardPoolClient
+from ..client.async_client import AsyncRewardPoolClient
+from ..client.releaser import Releaser
 from ..errors import SampleError
 from ..records import put_output
-from ..releaser import Releaser
 
 
 async def score_tensors(client: AsyncRewardPoolClient, store, tensors: list[torch.Tensor], prompts: list[str], *,
@@ -58,7 +58,7 @@ class TensorRewardClient:
                  protocol: str = "tcp", segment_bytes: int = 1 << 30, local_hostname: str | None = None,
                  ray_namespace: str = "rewardpool", timeout: float | None = 600.0, devices: list[str] = ()):
         from ..client import RewardPoolClient
-        from ..config import StoreConfig
+        from ..contract import StoreConfig
         from ..store import Store
 
         master = store_master or os.environ["REWARDPOOL_STORE_MASTER"]

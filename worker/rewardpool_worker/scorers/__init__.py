@@ -1,36 +1,20 @@
-"""Scorers: anything with `score_batch(outputs, prompts) -> list[float]`. Built-ins by name, custom ones by
-import path `package.module:Class`. `build_scorer(ScorerConfig)` is the one way a scorer is built;
-`build_scorers(WorkerConfig)` builds what a worker hosts: one scorer, or a weighted mixture of several that
-score the same read.
-
-The contract for a custom scorer's `score_batch`: the outputs it receives are views of the worker's
-registered read buffer, valid only until `score_batch` returns (the next batch is read into the same memory).
-Keep nothing that references them (no tensors, no slices, no `.numpy()` arrays) past the return: copy what
-must outlive the call (`t.clone()`). Do not write into them. A scorer that needs a copy anyway can say
-`copy_outputs = True` on its class and gets its own copies.
-
-A scorer that looks only at `frames.pick_frames(output, self.num_frames)` says `picks_frames = True`: when every
-scorer of a pool does (with num_frames set), the client sends an inline video cut to those frames (a
-`frames.FrameSubset`, which `pick_frames` takes like a tensor). Its `quantise` ("truncate", the default, or
-"round") is the uint8 conversion it passes to `pick_frames`, as the framework's reward of that kind does."""
+"""Scorers: the interface (`base.Scorer`), the built-ins (one module each, listed in the contract's
+`BUILTIN_SCORERS`), and how a worker builds what it hosts. Custom scorers are named by import path
+`package.module:Class`. `build_scorer(ScorerConfig)` is the one way a scorer is built; `build_scorers(WorkerConfig)`
+builds one scorer, or a weighted mixture of several that score the same read (`mixture.py`)."""
 from __future__ import annotations
 
 import importlib
 import inspect
 
-from ..config import BUILTIN_SCORERS, ScorerConfig, WorkerConfig
-from ..device import resolve_device
+from ..contract import BUILTIN_SCORERS, ScorerConfig, WorkerConfig
 from .mixture import WeightedMixture
 
 
 def scorer_class(ref: str):
-    if ref == "pickscore":
-        from .pickscore import PickScoreScorer
-        return PickScoreScorer
-    if ref == "mean-intensity":
-        from .intensity import MeanIntensityScorer
-        return MeanIntensityScorer
-    module, sep, name = ref.partition(":")
+    """A built-in's class by name (imported only when asked for), else `package.module:Class`."""
+    builtin = BUILTIN_SCORERS.get(ref)
+    module, sep, name = (builtin.cls if builtin else ref).partition(":")
     if not sep:
         raise ValueError(f"unknown scorer {ref!r}: use a built-in ({', '.join(BUILTIN_SCORERS)}) "
                          "or package.module:Class")
@@ -50,16 +34,13 @@ def _accepted(cls, offered: dict) -> dict:
 
 
 def build_scorer(cfg: ScorerConfig):
-    """Instantiate one configured scorer. Built-ins take what they use; a custom scorer gets `args` plus
-    model_path, processor_path (default model_path), device (resolved: cpu or cuda), num_frames, dtype and
+    """Instantiate one configured scorer, built-in or custom alike: it gets `args` plus model_path,
+    processor_path (default model_path), device (resolved: cpu or cuda), num_frames, dtype and
     frames_per_forward, each when its constructor accepts it. `args` must all be accepted: a misspelt one is an
     error, not ignored."""
+    from .device import resolve_device
+
     cls = scorer_class(cfg.ref)
-    if cfg.name == "pickscore":
-        return cls(model_path=cfg.model_path, num_frames=cfg.num_frames, device=cfg.device, dtype=cfg.dtype,
-                   frames_per_forward=cfg.frames_per_forward, processor_path=cfg.processor_path)
-    if cfg.name is not None:
-        return cls(num_frames=cfg.num_frames)
     standard = {"model_path": cfg.model_path, "device": resolve_device(cfg.device), "num_frames": cfg.num_frames,
                 "dtype": cfg.dtype, "frames_per_forward": cfg.frames_per_forward,
                 "processor_path": cfg.processor_path or cfg.model_path}

@@ -27,7 +27,7 @@ class WeightedMixture:
         return results
 
     def warmup(self) -> None:
-        from ..actor import warm_up
+        from .base import warm_up
 
         for _, _, scorer in self.components:
             warm_up(scorer)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from ..device import model_dtype, resolve_device, to_device
 from ..frames import pick_frames
+from .device import model_dtype, resolve_device, to_device
 
 # The framework divides PickScore's logit by 26 to bring it near [0, 1] (its logged reward scale).
 SCORE_DIVISOR = 26.0

@@ -10,13 +10,13 @@ import time
 
 import ray
 
-from .actor import READ_SLOTS, StoredOutputRewardActor
-from .config import WorkerConfig
-from .errors import Draining
+from ..contract import READ_SLOTS, WorkerConfig
+from ..errors import Draining
+from ..records import OutputRef
+from ..scorers import build_scorers, frames_declared
+from ..store import Store, StoreError
 from .reader import ALIGN, RegisteredTensorReader
-from .records import OutputRef
-from .scorers import build_scorers, frames_declared
-from .store import Store, StoreError
+from .slots import StoredOutputRewardActor
 
 log = logging.getLogger("rewardpool.worker")
 # Calls beyond the first wait inside the actor (for a read slot), so in_flight is the true queue depth.

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .records import OutputRef
-from .store import Store
+from ..records import OutputRef
+from ..store import Store
 
 MiB = 2**20
 ALIGN = 64  # each output starts on a 64-byte boundary, so any dtype view is aligned

@@ -9,9 +9,7 @@ import json
 import os
 from datetime import datetime, timedelta, timezone
 
-from .config import EXPECTED_OUTPUTS_ANNOTATION
-
-GROUP, VERSION, PLURAL = "rewardpool.io", "v1alpha1", "rewardpools"
+from ..contract import EXPECTED_OUTPUTS_ANNOTATION, GROUP, PLURAL, VERSION
 
 
 def hint_value(outputs: int, ttl_seconds: float, now: datetime | None = None) -> str | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hmac
 from pathlib import Path
 
-from .config import CONTROL_SCHEME
+from ..contract import CONTROL_SCHEME
 
 
 class ControlAuth:

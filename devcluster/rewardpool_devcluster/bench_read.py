@@ -1,4 +1,4 @@
-"""`rewardpool bench read`: read paths compared in one run, on a real mooncake_master over loopback TCP.
+"""`rewardpool-bench read`: read paths compared in one run, on a real mooncake_master over loopback TCP.
 
 For each output size and location (the reader's own segment, or a segment another process lends):
   fresh      allocate and register new memory per read, read, unregister (the origin's read_many)
@@ -28,12 +28,12 @@ def _median_time(fn, repeats: int) -> float:
 
 
 def run(sizes: list[int], repeats: int) -> dict:
-    from rewardpool_devcluster.mooncake import Master, Producer
+    from rewardpool_worker.contract import StoreConfig
+    from rewardpool_worker.records import OutputRef, put_output
+    from rewardpool_worker.runtime.reader import RegisteredTensorReader
+    from rewardpool_worker.store import Store
 
-    from .config import StoreConfig
-    from .reader import RegisteredTensorReader
-    from .records import OutputRef, put_output
-    from .store import Store
+    from .mooncake import Master, Producer
 
     biggest = max(sizes)
     results = []

@@ -1,5 +1,8 @@
-"""The one contract between operator and worker: the config the operator renders into every worker pod
-and the worker reads at start. Both sides import this module; nothing else crosses between them."""
+"""The one contract between operator and worker: the config the operator renders into every worker pod and
+the worker reads at start, and every name both sides must agree on (API group, labels, annotations, paths,
+ports, metric names, the health payload, actor names, read slots, the RoCE interface, the built-in scorers).
+Both sides import this module; nothing else crosses between them. It imports nothing from the project and
+nothing heavy (the operator image carries this file alone of the worker package)."""
 from __future__ import annotations
 
 import json
@@ -9,12 +12,23 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# The RewardPool API, and the label every object of a pool carries (its selector, its scrape's `pool`).
+GROUP, VERSION, PLURAL, KIND = "rewardpool.io", "v1alpha1", "rewardpools", "RewardPool"
+API_VERSION = f"{GROUP}/{VERSION}"
+POOL_LABEL = "rewardpool.io/pool"
+
 ENV_VAR = "REWARDPOOL_WORKER_CONFIG"
 # Where the pod's Downward API volume puts its annotations (Multus network-status lives there).
 ANNOTATIONS_FILE = "/etc/podinfo/annotations"
 HTTP_PORT = 8000
 # The worker's HTTP endpoints on HTTP_PORT: reads open to probes and scrapers, control calls authenticated.
 HEALTH_PATH, READY_PATH, METRICS_PATH, DRAIN_PATH = "/healthz", "/readyz", "/metrics", "/drain"
+# The name Multus gives the pod's RoCE interface (the first secondary network); the worker lends its segment
+# on this interface's address.
+ROCE_INTERFACE = "net1"
+# Read slots per worker: one batch being scored, one read ahead of the model; each a registered buffer of one
+# batch. The operator's memory sizing counts them, the actor holds them, the client keeps a worker this busy.
+READ_SLOTS = 2
 
 
 # ---- Metric names ------------------------------------------------------------------------------------------
@@ -168,8 +182,8 @@ def termination_grace_seconds(drain_timeout: int) -> int:
 
 
 # A client's demand hint: `{"outputs": N, "until": RFC 3339}` as an annotation on the RewardPool, written by
-# `rewardpool_worker.demand.expect` at a rollout's start and read by the operator's autoscaler, so the pool
-# grows before the queue builds, and can start from zero workers (no worker, no queue to read).
+# `rewardpool_worker.client.demand.expect` at a rollout's start and read by the operator's autoscaler, so the
+# pool grows before the queue builds, and can start from zero workers (no worker, no queue to read).
 EXPECTED_OUTPUTS_ANNOTATION = "rewardpool.io/expected-outputs"
 
 
@@ -191,7 +205,26 @@ def control_secret_name(pool: str) -> str:
 
 def control_header(token: str) -> dict[str, str]:
     return {CONTROL_HEADER: f"{CONTROL_SCHEME} {token}"}
-BUILTIN_SCORERS = ("pickscore", "mean-intensity")
+
+
+# ---- Built-in scorers -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BuiltinScorer:
+    """One built-in scorer as both sides see it: the worker imports `cls`, the operator's sizing reads the
+    memory figures (the operator never imports scorer code)."""
+    cls: str  # package.module:Class
+    model_bytes: int = 0  # default host memory of the loaded model (spec modelMemory overrides it)
+    # GPU working memory of one frame in a forward at float32 (activations of the widest layer, with the
+    # allocator's slack); halved for float16/bfloat16. An estimate for the GPU figure, not a limit.
+    gpu_bytes_per_frame: int = 0
+
+
+# The registry: a new built-in scorer is its module in scorers/ plus one line here.
+BUILTIN_SCORERS: dict[str, BuiltinScorer] = {
+    "pickscore": BuiltinScorer("rewardpool_worker.scorers.pickscore:PickScoreScorer",
+                               model_bytes=4 * 2**30, gpu_bytes_per_frame=64 * 2**20),  # CLIP-H/14
+    "mean-intensity": BuiltinScorer("rewardpool_worker.scorers.intensity:MeanIntensityScorer"),
+}
 
 
 class StoreConfig(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from .config import WorkerMetricNames as N
+from ..contract import WorkerMetricNames as N
 
 
 class WorkerMetrics:

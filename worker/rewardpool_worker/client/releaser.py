@@ -27,10 +27,10 @@ import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .config import ClientMetricNames
+from ..contract import ClientMetricNames
 
-from .records import OutputRef
-from .store import LeaseHeld, ObjectNotFound, Store, StoreError
+from ..records import OutputRef
+from ..store import LeaseHeld, ObjectNotFound, Store, StoreError
 
 log = logging.getLogger("rewardpool.client")
 

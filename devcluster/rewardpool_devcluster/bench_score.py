@@ -1,4 +1,4 @@
-"""`rewardpool bench score`: PickScore throughput of one worker, read and score timed apart.
+"""`rewardpool-bench score`: PickScore throughput of one worker, read and score timed apart.
 
 A real mooncake_master on loopback TCP and a store client lending the segment the outputs are put into; a
 StoredOutputRewardActor with the worker's two read slots and PickScore, as a worker hosts it. For each model
@@ -30,9 +30,10 @@ def _videos(n: int, frames: int, height: int, width: int):
 
 
 def bench_model(model: str, model_dir: Path, store, args, refs, prompts) -> list[dict]:
-    from .actor import READ_SLOTS, StoredOutputRewardActor
-    from .reader import RegisteredTensorReader
-    from .scorers.pickscore import PickScoreScorer
+    from rewardpool_worker.contract import READ_SLOTS
+    from rewardpool_worker.runtime.reader import RegisteredTensorReader
+    from rewardpool_worker.runtime.slots import StoredOutputRewardActor
+    from rewardpool_worker.scorers.pickscore import PickScoreScorer
 
     rows, reference = [], None
     batch_bytes = args.batch_size * refs[0].nbytes
@@ -73,12 +74,12 @@ def bench_model(model: str, model_dir: Path, store, args, refs, prompts) -> list
 
 def run(args) -> dict:
     import torch
-    from rewardpool_devcluster.mooncake import Master
+    from rewardpool_worker.contract import StoreConfig
+    from rewardpool_worker.records import put_output
+    from rewardpool_worker.store import Store
 
     from . import random_clip
-    from .config import StoreConfig
-    from .records import put_output
-    from .store import Store
+    from .mooncake import Master
 
     out_bytes = 3 * args.frames * args.height * args.width * 4
     results = []

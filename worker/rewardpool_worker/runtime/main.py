@@ -17,7 +17,7 @@ from pathlib import Path
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from .config import (ANNOTATIONS_FILE, CONTROL_TOKEN_FILE, DRAIN_ANNOTATION, DRAIN_PATH, HEALTH_PATH, METRICS_PATH,
+from ..contract import (ANNOTATIONS_FILE, CONTROL_TOKEN_FILE, DRAIN_ANNOTATION, DRAIN_PATH, HEALTH_PATH, METRICS_PATH,
                      READY_PATH, WorkerConfig, WorkerHealth)
 from .control import ControlAuth
 from .metrics import WorkerMetrics
@@ -297,7 +297,7 @@ def install_signal_handlers(state: State) -> None:
 def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain_timeout: float) -> int:
     import ray
 
-    from .hosting import start_actor
+    from .actor import start_actor
 
     hostname = local_hostname(cfg.store.protocol, cfg.network_attachment,
                               os.environ.get("REWARDPOOL_ANNOTATIONS_FILE", ANNOTATIONS_FILE),

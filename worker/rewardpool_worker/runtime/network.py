@@ -8,6 +8,8 @@ import os
 import time
 from pathlib import Path
 
+from ..contract import ROCE_INTERFACE
+
 NETWORK_STATUS = "k8s.v1.cni.cncf.io/network-status"
 
 
@@ -21,7 +23,7 @@ def parse_annotations_file(text: str) -> dict[str, str]:
     return out
 
 
-def roce_address(annotations: dict[str, str], attachment: str | None, interface: str = "net1") -> str | None:
+def roce_address(annotations: dict[str, str], attachment: str | None, interface: str = ROCE_INTERFACE) -> str | None:
     """The first IP Multus reports for the attachment (namespace/name) or the interface; None if absent."""
     raw = annotations.get(NETWORK_STATUS)
     if not raw:

@@ -1,11 +1,5 @@
-"""What the training job imports to score outputs through a RewardPool.
-
-- `Router`: the pool's live workers (found by actor name in Ray, refreshed as the pool scales) and the choice
-  of a worker for each batch (below).
-- `RewardPoolClient`: the blocking client, a thin wrapper over `async_client.AsyncRewardPoolClient` (which
-  splits, dispatches concurrently, retries, applies the deadline and returns per-sample results) running on
-  its own event loop thread.
-- `Releaser` (releaser.py) and the errors (errors.py) are re-exported here.
+"""`Router`: the pool's live workers (found by actor name in Ray, refreshed as the pool scales) and the choice
+of a worker for each batch.
 
 Routing. For each batch the router prices every eligible worker at (its outstanding batches + 1) x its
 batch time (a moving average of this client's batch round trips there, each divided by the batches it had
@@ -21,7 +15,6 @@ held a batch past its caller's deadline (a hung model), is skipped for a while u
 none of these costs the batch an attempt."""
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 import statistics
@@ -31,10 +24,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 import ray
-from .config import ClientMetricNames
-
-from .errors import Draining, Overloaded, PoolUnavailable, SampleError, ScorerError  # noqa: F401 (re-exported)
-from .releaser import ReleaseStats, Releaser  # noqa: F401 (re-exported)
+from ..contract import ClientMetricNames
 
 log = logging.getLogger("rewardpool.client")
 BATCH_RETRIES = ClientMetricNames.BATCH_RETRIES.make()
@@ -42,7 +32,7 @@ EWMA_ALPHA = 0.3
 
 
 @dataclass
-class _Member:
+class Member:
     name: str
     handle: object
     outstanding: int = 0  # this client's batches sent to it, not finished
@@ -61,7 +51,7 @@ class Router:
         self.prefix, self.ray_namespace, self.refresh_seconds = prefix, ray_namespace, refresh_seconds
         self.slack, self.spread = slack, spread
         self.max_outstanding: int | None = None
-        self._members: dict[str, _Member] = {}
+        self._members: dict[str, Member] = {}
         self._dead: set[str | None] = set()  # actor ids of workers that died under a batch
         self._lock = threading.Lock()
         self._rng = random.Random(seed)
@@ -90,7 +80,7 @@ class Router:
             for gone in set(self._members) - set(names):
                 del self._members[gone]
             for name, handle in found.items():
-                self._members[name] = _Member(name, handle, last_used=self._rng.random(), ready=False)
+                self._members[name] = Member(name, handle, last_used=self._rng.random(), ready=False)
             self._refreshed = time.monotonic()
             return sorted(self._members)
 
@@ -105,7 +95,7 @@ class Router:
             return ", ".join(f"{m.name}{' (draining)' if m.draining else ''}" for m in self._members.values()) or "none"
 
     # choice ---------------------------------------------------------------------------------------------------
-    def _eligible(self, exclude: set[str], now: float) -> list[_Member]:
+    def _eligible(self, exclude: set[str], now: float) -> list[Member]:
         """Not draining, not excluded by the caller; skipped for a while (unreachable, overloaded, past a
         deadline) only while some other worker is not."""
         base = [m for m in self._members.values() if m.ready and not m.draining and m.name not in exclude]
@@ -115,7 +105,7 @@ class Router:
         with self._lock:
             return bool(self._eligible(exclude, time.monotonic()))
 
-    def pick(self, exclude: set[str] = frozenset()) -> _Member | None:
+    def pick(self, exclude: set[str] = frozenset()) -> Member | None:
         """The worker for the next batch (its outstanding count taken), or None when no eligible worker has
         room (`eligible()` tells full from none)."""
         with self._lock:
@@ -126,7 +116,7 @@ class Router:
             known = [m.batch_seconds for m in live if m.batch_seconds is not None]
             median = statistics.median(known) if known else 1.0
 
-            def seconds(m: _Member) -> float:
+            def seconds(m: Member) -> float:
                 # Within a factor of the median is noise (a shared machine, a busy moment): priced the same,
                 # so ties stay ties. Only a clearly slower (or faster) worker is priced apart.
                 t = m.batch_seconds
@@ -134,7 +124,7 @@ class Router:
                     return median
                 return t
 
-            def cost(m: _Member) -> float:
+            def cost(m: Member) -> float:
                 return (m.outstanding + 1) * seconds(m)
             best = min(cost(m) for m in live)
             stale = 4 * len(self._members)  # a worker not used for this many picks is tried again (its price
@@ -146,19 +136,19 @@ class Router:
             m.last_used = self._seq
             return m
 
-    def done(self, m: _Member, seconds: float | None) -> None:
+    def done(self, m: Member, seconds: float | None) -> None:
         with self._lock:
             m.outstanding -= 1
             if seconds is not None:
                 m.batch_seconds = seconds if m.batch_seconds is None else \
                     (1 - EWMA_ALPHA) * m.batch_seconds + EWMA_ALPHA * seconds
 
-    def unready(self) -> list[_Member]:
+    def unready(self) -> list[Member]:
         """Listed in Ray but not yet known to be constructed (a worker still loading its model)."""
         with self._lock:
             return [m for m in self._members.values() if not m.ready]
 
-    def snapshot(self) -> list[_Member]:
+    def snapshot(self) -> list[Member]:
         with self._lock:
             return list(self._members.values())
 
@@ -183,58 +173,3 @@ class Router:
 def _actor_id(handle) -> str | None:
     actor_id = getattr(handle, "_actor_id", None)
     return actor_id.hex() if actor_id is not None else None
-
-
-class RewardPoolClient:
-    """Blocking client: the same calls as AsyncRewardPoolClient, run on a private event loop thread.
-    `score` blocks; `submit` returns a concurrent.futures.Future (no thread per call, no cap)."""
-
-    def __init__(self, pool: str, namespace: str = "default", ray_namespace: str = "rewardpool",
-                 refresh_seconds: float = 5.0, attempts: int = 4, batch_size: int | None = None,
-                 timeout: float | None = None, **kw):
-        from .async_client import AsyncRewardPoolClient
-
-        self.aio = AsyncRewardPoolClient(pool, namespace, ray_namespace, refresh_seconds=refresh_seconds,
-                                         attempts=attempts, batch_size=batch_size, timeout=timeout, **kw)
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="rewardpool-client")
-        self._thread.start()
-
-    @property
-    def router(self) -> Router:
-        return self.aio.router
-
-    @property
-    def served(self) -> Counter:
-        return self.aio.served
-
-    @property
-    def retries(self) -> int:
-        return self.aio.retries
-
-    @property
-    def batch_size(self) -> int | None:
-        return self.aio.batch_size
-
-    def refresh(self) -> list[str]:
-        return self.router.refresh()
-
-    def members(self) -> list[str]:
-        return self.router.members()
-
-    def submit(self, outputs: list, prompts: list[str], **kw):
-        """Score in the background; a concurrent.futures.Future of the per-sample results."""
-        return asyncio.run_coroutine_threadsafe(self.aio.score(outputs, prompts, **kw), self._loop)
-
-    def submit_detailed(self, outputs: list, prompts: list[str], **kw):
-        return asyncio.run_coroutine_threadsafe(self.aio.score_detailed(outputs, prompts, **kw), self._loop)
-
-    def score(self, outputs: list, prompts: list[str], *, timeout: float | None = None,
-              raise_errors: bool = False) -> list:
-        """Scores in input order; a SampleError in the slot of a sample that failed (or raise the first,
-        with raise_errors). Past `timeout`, TimeoutError (the remote work is cancelled)."""
-        return self.submit(outputs, prompts, timeout=timeout, raise_errors=raise_errors).result()
-
-    def close(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)

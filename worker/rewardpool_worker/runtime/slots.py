@@ -5,7 +5,7 @@ own `score_batch`: the scorer's code does not change.
 Memory stays within what the operator sized: the actor has a fixed number of read slots (two: one batch
 scored, one read ahead of the model), each a registered buffer capped at one batch. A batch waits for a free
 slot before it reads anything, so a backlog of queued batches holds refs, not outputs. The scorer gets
-zero-copy views of the slot's buffer, released when it returns (see scorers/__init__.py for the contract)."""
+zero-copy views of the slot's buffer, released when it returns (see scorers/base.py for the contract)."""
 from __future__ import annotations
 
 import logging
@@ -16,12 +16,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from .errors import Cancelled, Overloaded, ScorerError
+from ..contract import READ_SLOTS
+from ..errors import Cancelled, Overloaded, ScorerError
+from ..records import OutputRef
+from ..scorers.base import warm_up
 from .reader import RegisteredTensorReader
-from .records import OutputRef
 
 log = logging.getLogger("rewardpool.worker.actor")
-READ_SLOTS = 2  # the sizing's READ_BUFFERS: one batch being scored, one read ahead
 # Liveness: a batch holding the model this much longer than the slowest batch seen (or than the warm-up
 # predicts) means the scorer is wedged (a hung kernel, a deadlock); never before the floor, so a slow first
 # batch on a cold GPU is not mistaken for one.
@@ -31,14 +32,6 @@ WEDGE_FLOOR_SECONDS = 300.0
 
 class BatchTooLarge(ValueError):
     """A batch larger than the pool's scorer.batchSize: the pod's memory is sized for one batch per slot."""
-
-
-def warm_up(scorer) -> None:
-    """Run one forward before the worker is Ready: the scorer's own `warmup()`, else one synthetic frame."""
-    if callable(getattr(scorer, "warmup", None)):
-        scorer.warmup()
-    else:
-        scorer.score_batch([torch.zeros(3, 1, 224, 224, dtype=torch.uint8)], ["warm-up"])
 
 
 class StoredOutputRewardActor:

@@ -4,7 +4,7 @@
     scores = await client.score(refs_or_tensors, prompts, timeout=600)
 
 - **Split and spread.** A call is split into batches of the pool's scorer.batchSize (learned from a worker),
-  dispatched at once and routed by `client.Router` (least outstanding work weighted by each worker's batch
+  dispatched at once and routed by `router.Router` (least outstanding work weighted by each worker's batch
   time; ties go to the least recently used worker, so even a caller scoring one batch at a time spreads).
   Results come back in input order.
 - **Backpressure, not a hidden cap.** Every batch is sent as soon as some worker has room (a worker takes up
@@ -46,17 +46,14 @@ from dataclasses import dataclass, field
 import ray
 import torch
 
-from .config import ClientMetricNames
-from .frames import inline_bytes, subset
-
-from .config import actor_prefix
-from .client import BATCH_RETRIES, Router, _Member
-from .errors import Cancelled, Draining, Overloaded, PoolUnavailable, SampleError, unwrap
+from ..contract import READ_SLOTS, ClientMetricNames, actor_prefix
+from ..errors import Cancelled, Draining, Overloaded, PoolUnavailable, SampleError, unwrap
+from ..frames import inline_bytes, subset
+from .router import BATCH_RETRIES, Member, Router
 
 log = logging.getLogger("rewardpool.client")
 TIMEOUTS = ClientMetricNames.TIMEOUTS.make()
 SAMPLE_ERRORS = ClientMetricNames.SAMPLE_ERRORS.make()
-READ_SLOTS = 2  # batches a worker works on at once (hosting.READ_SLOTS); the rest of its queue waits
 UNREACHABLE_COOLDOWN_SECONDS = 5.0
 OVERLOADED_COOLDOWN_SECONDS = 0.5
 SUSPECT_SECONDS = 30.0
@@ -126,7 +123,7 @@ class AsyncRewardPoolClient:
                 m.probing = True
                 asyncio.ensure_future(self._probe(m))
 
-    async def _probe(self, m: _Member) -> None:
+    async def _probe(self, m: Member) -> None:
         """A new worker becomes a candidate once it answers ready() (its constructor has finished)."""
         try:
             info = await asyncio.wrap_future(m.handle.ready.remote().future())
@@ -166,7 +163,7 @@ class AsyncRewardPoolClient:
             self._freed.set()
             self._freed = None
 
-    async def _acquire(self, tried: set[str], deadline: float | None) -> _Member:
+    async def _acquire(self, tried: set[str], deadline: float | None) -> Member:
         """A worker for one batch: wait for room (backpressure) or for the pool to have a live worker."""
         none_since = None
         while True:
@@ -248,7 +245,7 @@ class AsyncRewardPoolClient:
         return await asyncio.wait_for(fut, remaining)
 
     @staticmethod
-    def _cancel_remote(member: _Member, ref, batch_id: str) -> None:
+    def _cancel_remote(member: Member, ref, batch_id: str) -> None:
         """The caller gave up: drop the batch on its worker (queued in Ray or waiting for a read slot)."""
         try:
             ray.cancel(ref)

@@ -1,0 +1,87 @@
+"""`rewardpool-bench` (or `python -m rewardpool_devcluster.bench`): the project's benchmarks. Dev tooling, like
+the rest of this package: not in either image, and never imported by the operator or the worker. Each prints
+its figures (ratios within one run: these machines are noisy); docs/benchmarks.md records them."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _bench_ready(args) -> int:
+    from .bench_ready import bench_ready  # needs the local control plane
+
+    return bench_ready(args)
+
+
+def _bench_operator(args) -> int:
+    from .bench_operator import bench_operator
+
+    return bench_operator(args)
+
+
+def _bench_autoscale(args) -> int:
+    from .bench_autoscale import bench_autoscale
+
+    return bench_autoscale(args)
+
+
+def _bench_read(args) -> int:
+    from .bench_read import main as bench_read  # needs the worker extra
+
+    return bench_read(args)
+
+
+def _bench_score(args) -> int:
+    from .bench_score import main as bench_score  # needs the worker extra
+
+    return bench_score(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="rewardpool-bench", description=__doc__)
+    bsub = ap.add_subparsers(dest="bench", required=True)
+    ready = bsub.add_parser("ready", help="apply-to-all-Ready latency of a pool on the local control plane")
+    ready.add_argument("--workers", type=int, default=16)
+    ready.add_argument("--runs", type=int, default=5)
+    ready.set_defaults(func=_bench_ready)
+
+    opb = bsub.add_parser("operator", help="N pools x M workers on kwok: pods/s, Ready latency, memory, writes")
+    opb.add_argument("--pools", type=int, default=50)
+    opb.add_argument("--workers", type=int, default=16)
+    opb.add_argument("--nodes", type=int, default=4)
+    opb.add_argument("--steady", type=int, default=60, help="seconds of the steady-state write count")
+    opb.add_argument("--timeout", type=int, default=900)
+    opb.add_argument("--baseline", choices=["none", "replicaset"], default="none",
+                     help="first the same pods through ReplicaSets on the same control plane, and the ratio")
+    opb.add_argument("--out", default="", help="also write the JSON here")
+    opb.set_defaults(func=_bench_operator)
+
+    asb = bsub.add_parser("autoscale", help="LTX-2.3 rollouts, time-compressed: fixed pools vs the autoscaler")
+    asb.add_argument("--rollouts", type=int, default=5)
+    asb.add_argument("--max-workers", type=int, default=6)
+    asb.add_argument("--compress", type=float, default=5.0, help="how much faster than real time")
+    asb.add_argument("--gap", type=float, default=3.0, help="seconds between rollouts (compressed)")
+    asb.add_argument("--configs", default="fixed-1,fixed-n,autoscaled,autoscaled-hint")
+    asb.add_argument("--out", default="", help="also write the JSON here")
+    asb.add_argument("--segment-fraction", type=float, default=1.0,
+                     help="the engine's segment relative to the sizing rule (below 1: undersized, evictions)")
+    asb.set_defaults(func=_bench_autoscale)
+
+    read = bsub.add_parser("read", help="store read paths compared: fresh registration, registered reader, views")
+    read.add_argument("--sizes", nargs="+", default=[str(269_000_000), str(1_230_000_000)],
+                      help="output sizes in bytes (default: an LTX-2.3 video and a MiniMax-H3 output)")
+    read.add_argument("--repeats", type=int, default=3)
+    read.set_defaults(func=_bench_read)
+
+    score = bsub.add_parser("score", help="PickScore frames/s and outputs/s of one worker, read and score apart")
+    from .bench_score import add_arguments  # argparse only: no torch at import
+
+    add_arguments(score)
+    score.set_defaults(func=_bench_score)
+
+    args = ap.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
