@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from .observed import History, Signals
 from .spec import Autoscaling
 
 TOLERANCE = 0.1
@@ -29,33 +30,14 @@ PRESSURE_COOLDOWN = 30.0
 
 
 @dataclass(frozen=True)
-class Signals:
-    queue_depth: int | None  # summed over the workers that answered; None when none did
-    pending_bytes: int | None
-    store_fill: float | None  # master_allocated_bytes / master_total_capacity_bytes; None if unknown
-    workers_reporting: int = 0
-    per_worker: dict[str, int] = field(default_factory=dict)  # pod IP -> queue depth, for picking who drains
-
-
-@dataclass(frozen=True)
-class Observed:
-    """What the decision sees of the pool besides the signals."""
+class ScalingInputs:
+    """What the decision sees of the pool besides the signals (counted by the plan)."""
     replicas: int  # spec.replicas now
     counted: int  # Ready + starting workers (not draining, not lost)
     starting: int  # created, not Ready yet
     hint: int = 0  # outputs a client said are coming (an unexpired demand hint), 0 when none
     sizing_min: int = 0  # replicas the segment registration limit needs
     high_watermark: float = 0.9
-
-
-@dataclass
-class History:
-    """What the decision remembers (the controller keeps it per pool; lost on restart, which only holds longer)."""
-    recommendations: list[tuple[float, int]] = field(default_factory=list)
-    ups: list[tuple[float, int]] = field(default_factory=list)  # (time, count before) of scale-ups
-    last_pressure: float | None = None
-    since: float | None = None  # when this history started (a restart starts a new window)
-    last_down: float | None = None  # one scale-down per window at most
 
 
 @dataclass(frozen=True)
@@ -66,7 +48,7 @@ class Decision:
     history: History = field(default_factory=History)  # to remember for the next decision
 
 
-def decide(auto: Autoscaling, obs: Observed, sig: Signals, hist: History, now: float) -> Decision:
+def decide(auto: Autoscaling, obs: ScalingInputs, sig: Signals, hist: History, now: float) -> Decision:
     """The new size and why; the history it returns replaces the one given (which is not changed)."""
     hist = History(list(hist.recommendations), list(hist.ups), hist.last_pressure,
                    now if hist.since is None else hist.since, hist.last_down)
@@ -74,7 +56,7 @@ def decide(auto: Autoscaling, obs: Observed, sig: Signals, hist: History, now: f
     return Decision(d.desired, d.reason, d.message, hist)
 
 
-def _decide(auto: Autoscaling, obs: Observed, sig: Signals, hist: History, now: float) -> Decision:
+def _decide(auto: Autoscaling, obs: ScalingInputs, sig: Signals, hist: History, now: float) -> Decision:
     target = auto.targetQueueDepth
     if sig.queue_depth is None and obs.counted > 0 and obs.hint == 0:
         return Decision(obs.replicas, "MetricsUnavailable", "no worker metrics could be read: holding the current size")

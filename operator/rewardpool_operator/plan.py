@@ -20,34 +20,14 @@ from rewardpool_worker.contract import DRAIN_ANNOTATION, EXPECTED_OUTPUTS_ANNOTA
 from . import conditions as C
 from . import drain as drain_mod
 from . import autoscaler
-from .autoscaler import Decision, History, Signals
+from .autoscaler import Decision
+from .observed import Network, Observed
 from .rollout import is_ready, removal_order, roll_allowance
 from .sizing import Problem, SizingResult
 from .spec import HASH_LABEL, Pool
 
 NODE_LOST_SECONDS = 60.0  # a node NotReady or Unknown this long: its workers are replaced
 STUCK_TERMINATING_SECONDS = 30.0  # past its grace period, a terminating pod no longer holds up a roll
-
-
-@dataclass(frozen=True)
-class Network:
-    ok: bool
-    reason: str
-    message: str
-
-
-@dataclass
-class Observed:
-    """What one reconcile read. `pods` are the pool's own (controller owner reference to this pool)."""
-    pods: list[dict]
-    nodes: dict[str, dict]  # every node by name
-    signals: Signals
-    health: dict[str, dict | None] = field(default_factory=dict)  # /healthz of draining workers
-    segment_used: dict[str, int | None] = field(default_factory=dict)  # bytes in a draining worker's segment
-    unreachable_for: dict[str, float] = field(default_factory=dict)  # seconds a draining worker has been silent
-    annotations: dict[str, str] = field(default_factory=dict)  # the pool's own (a client's demand hint)
-    history: History = field(default_factory=History)  # the autoscaler's memory of this pool
-    now: float = 0.0
 
 
 @dataclass
@@ -184,7 +164,7 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
     auto = spec.autoscaling
     if auto is not None and auto.enabled and p.managed:
         starting = sum(1 for x in serving if not is_ready(x)) + p.create
-        obs = autoscaler.Observed(replicas=replicas, counted=p.active, starting=starting, hint=p.hint,
+        obs = autoscaler.ScalingInputs(replicas=replicas, counted=p.active, starting=starting, hint=p.hint,
                                   sizing_min=sizing.min_replicas_for_registration,
                                   high_watermark=spec.sizing.highWatermark if spec.sizing else 0.9)
         p.scale = autoscaler.decide(auto, obs, observed.signals, observed.history, now)

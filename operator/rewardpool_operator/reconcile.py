@@ -30,9 +30,9 @@ from . import status as status_mod
 from . import validate
 from .builders import (attachment_ref, control_secret, control_token, disruption_budget, headless_service,
                        network_attachment, pod_template, template_hash)
-from .autoscaler import History, Signals
 from .kube import Kube, NadCrdMissing, api_message
-from .plan import Network, Observed, Plan, plan
+from .observed import History, Network, Observed, Signals
+from .plan import Plan, plan
 from .podcache import CREATE, DELETE, DRAIN, PodCache
 from .rollout import is_ready, pod_ip
 from .sizing import Problem

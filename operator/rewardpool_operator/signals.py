@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rewardpool_worker.contract import (DRAIN_PATH, HEALTH_PATH, HTTP_PORT, METRICS_PATH, PENDING_BYTES_METRIC,
                                       QUEUE_DEPTH_METRIC, WorkerHealth, control_header)
 
-from .autoscaler import Signals
+from .observed import Signals
 
 log = logging.getLogger("rewardpool.operator")
 TIMEOUT = aiohttp.ClientTimeout(total=2)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 from . import conditions as C
-from .autoscaler import Signals
-from .plan import Network, Plan
+from .observed import Network, Signals
+from .plan import Plan
 from .quantity import format_bytes
 from .sizing import Problem, SizingResult
 from .spec import Pool

@@ -3,7 +3,8 @@ import random
 
 import pytest
 
-from rewardpool_operator.autoscaler import History, Observed, Signals, decide
+from rewardpool_operator.autoscaler import ScalingInputs, decide
+from rewardpool_operator.observed import History, Signals
 from rewardpool_operator.spec import Autoscaling
 
 A = Autoscaling(enabled=True, minReplicas=1, maxReplicas=20, targetQueueDepth=4, scaleDownStabilizationSeconds=60)
@@ -11,7 +12,7 @@ A = Autoscaling(enabled=True, minReplicas=1, maxReplicas=20, targetQueueDepth=4,
 
 def d(replicas, queue, fill=None, hist=None, now=1000.0, counted=None, starting=0, hint=0, sizing_min=0, auto=A):
     counted = replicas if counted is None else counted
-    obs = Observed(replicas=replicas, counted=counted, starting=starting, hint=hint, sizing_min=sizing_min)
+    obs = ScalingInputs(replicas=replicas, counted=counted, starting=starting, hint=hint, sizing_min=sizing_min)
     sig = Signals(queue, 0 if queue is not None else None, fill, counted)
     return decide(auto, obs, sig, hist or History(since=0.0), now)
 
@@ -115,7 +116,7 @@ def test_noisy_demand_does_not_flap():
         queue = rng.choice([0, 2, 40, 3, 60, 0, 1, 35]) if (t // 60) % 2 == 0 else rng.choice([0, 1, 2])
         starting_until = [s for s in starting_until if s > t]
         counted = replicas
-        r = decide(auto, Observed(replicas=replicas, counted=counted, starting=len(starting_until)),
+        r = decide(auto, ScalingInputs(replicas=replicas, counted=counted, starting=len(starting_until)),
                    Signals(queue, 0, None, counted), h, float(t))
         h = r.history
         if r.desired != replicas:

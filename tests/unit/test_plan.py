@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from rewardpool_operator import builders, sizing
-from rewardpool_operator.autoscaler import Signals
 from rewardpool_operator.conditions import now as rfc3339
-from rewardpool_operator.plan import NODE_LOST_SECONDS, Network, Observed, lost_reason, plan
+from rewardpool_operator.observed import Network, Observed, Signals
+from rewardpool_operator.plan import NODE_LOST_SECONDS, lost_reason, plan
 from rewardpool_operator.spec import HASH_LABEL
 from rewardpool_worker.contract import DRAIN_ANNOTATION
 from tests.unit.test_builders import pool

@@ -33,7 +33,7 @@ def test_replica_failure_is_told_again_only_when_its_message_changes():
 
 def _roll_status(pods, old, now, deadline=600):
     from rewardpool_operator import builders, sizing
-    from rewardpool_operator.autoscaler import Signals
+    from rewardpool_operator.observed import Signals
     from tests.unit.test_plan import NET, run
     from tests.unit.test_builders import pool
 

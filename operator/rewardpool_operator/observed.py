@@ -1,0 +1,49 @@
+"""What a reconcile knows of the world before it decides, as plain data: the scaling signals read from the
+workers and the store, the state of the RoCE network, the pool's pods and nodes, draining workers' health, and
+what the autoscaler remembers of earlier passes. The I/O that fills these in is elsewhere (`worker_client.py`,
+`owned.py`, `reconcile.py`); the pure decisions that read them are `plan.py` and `autoscaler.py`."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Signals:
+    queue_depth: int | None  # summed over the workers that answered; None when none did
+    pending_bytes: int | None
+    store_fill: float | None  # master_allocated_bytes / master_total_capacity_bytes; None if unknown
+    workers_reporting: int = 0
+    per_worker: dict[str, int] = field(default_factory=dict)  # pod IP -> queue depth, for picking who drains
+
+
+@dataclass
+class History:
+    """What the autoscaler remembers (the controller keeps it per pool; lost on restart, which only holds
+    longer)."""
+    recommendations: list[tuple[float, int]] = field(default_factory=list)
+    ups: list[tuple[float, int]] = field(default_factory=list)  # (time, count before) of scale-ups
+    last_pressure: float | None = None
+    since: float | None = None  # when this history started (a restart starts a new window)
+    last_down: float | None = None  # one scale-down per window at most
+
+
+@dataclass(frozen=True)
+class Network:
+    """Whether the workers' RoCE attachment can be used (the NetworkReady condition)."""
+    ok: bool
+    reason: str
+    message: str
+
+
+@dataclass
+class Observed:
+    """What one reconcile read. `pods` are the pool's own (controller owner reference to this pool)."""
+    pods: list[dict]
+    nodes: dict[str, dict]  # every node by name
+    signals: Signals
+    health: dict[str, dict | None] = field(default_factory=dict)  # /healthz of draining workers
+    segment_used: dict[str, int | None] = field(default_factory=dict)  # bytes in a draining worker's segment
+    unreachable_for: dict[str, float] = field(default_factory=dict)  # seconds a draining worker has been silent
+    annotations: dict[str, str] = field(default_factory=dict)  # the pool's own (a client's demand hint)
+    history: History = field(default_factory=History)  # the autoscaler's memory of this pool
+    now: float = 0.0
