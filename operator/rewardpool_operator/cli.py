@@ -8,6 +8,7 @@ import sys
 import yaml
 
 from . import sizing, validate
+from .findings import blocks_workers
 from .spec import KIND, Pool, PoolSpec
 
 
@@ -56,7 +57,7 @@ def cmd_render(args) -> int:
         for p in problems:
             print(f"# {pool.name}: {p.reason}{' (blocking)' if p.blocking else ''}: {p.message}", file=sys.stderr)
         objs = desired_objects(pool, size)
-        if validate.blocks_workers(problems):
+        if blocks_workers(problems):
             blocked.append(pool.name)  # the operator creates the pool's other objects but no worker pod
             objs = [o for o in objs if o["kind"] != "Pod"]
         out.extend(objs)

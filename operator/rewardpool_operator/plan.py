@@ -23,7 +23,8 @@ from . import autoscaler
 from .autoscaler import Decision
 from .observed import Network, Observed
 from .rollout import is_ready, removal_order, roll_allowance
-from .sizing import Problem, SizingResult
+from .findings import Problem
+from .sizing import SizingResult
 from .spec import HASH_LABEL, Pool
 
 NODE_LOST_SECONDS = 60.0  # a node NotReady or Unknown this long: its workers are replaced

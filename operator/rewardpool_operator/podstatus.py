@@ -4,7 +4,7 @@ non-blocking problems (the Degraded condition and a warning event), so a stuck r
 sitting Pending or ContainerCreating in silence. Pure."""
 from __future__ import annotations
 
-from .sizing import Problem
+from .findings import Problem
 
 PULL_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
 START_REASONS = {"CrashLoopBackOff", "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}

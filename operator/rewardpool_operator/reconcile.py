@@ -35,7 +35,7 @@ from .observed import History, Network, Observed, Signals
 from .plan import Plan, plan
 from .podcache import CREATE, DELETE, DRAIN, PodCache
 from .rollout import is_ready, pod_ip
-from .sizing import Problem
+from .findings import Problem, blocks_workers
 from .spec import Pool
 
 log = logging.getLogger("rewardpool.operator")
@@ -112,7 +112,7 @@ async def reconcile(kube: Kube, body: dict, nodes: dict[str, dict], pods: PodCac
     observed.annotations = body["metadata"].get("annotations") or {}
     problems += podstatus.container_problems(observed.pods)  # image pulls, crash loops: said, not silent
 
-    p = plan(pool, sizing, template, template_hash(template), observed, validate.blocks_workers(problems),
+    p = plan(pool, sizing, template, template_hash(template), observed, blocks_workers(problems),
              owned.network, old)
     failures, scaled = await _apply(kube, body, pool, p, observed, pods, owned.token)
     if p.scale is not None:

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 from rewardpool_worker.contract import BUILTIN_SCORERS, READ_SLOTS, BuiltinScorer
 
+from .findings import Problem
 from .quantity import format_bytes, human, parse_bytes
 from .spec import PoolSpec, Sizing
 
@@ -17,14 +18,6 @@ GiB = 2**30
 # Fixed terms of a worker's memory: Ray's /dev/shm and the Python/torch/Ray process itself.
 SHM_BYTES = 1 * GiB
 OVERHEAD_BYTES = 2 * GiB
-
-
-@dataclass(frozen=True)
-class Problem:
-    """A semantic issue: becomes a condition and an event, never a crash."""
-    reason: str
-    message: str
-    blocking: bool = False  # True: no worker pods are created until it is fixed
 
 
 @dataclass(frozen=True)

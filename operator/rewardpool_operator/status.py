@@ -8,7 +8,8 @@ from . import conditions as C
 from .observed import Network, Signals
 from .plan import Plan
 from .quantity import format_bytes
-from .sizing import Problem, SizingResult
+from .findings import Problem
+from .sizing import SizingResult
 from .spec import Pool
 
 # A condition in these states is a problem worth a Warning event, told once when it starts or changes reason.

@@ -1,5 +1,6 @@
-"""Semantic checks the CRD's schema and CEL rules cannot express. Each finding becomes a condition and an
-event on the pool; blocking findings stop worker creation until fixed."""
+"""Semantic checks the CRD's schema and CEL rules cannot express, of a pool's spec and of the worker pod it
+renders to, and whether its workers fit any node. Each is a finding (`findings.py`): a condition and an event
+on the pool; blocking findings stop worker creation until fixed."""
 from __future__ import annotations
 
 from rewardpool_worker.contract import BUILTIN_SCORERS
@@ -7,7 +8,8 @@ from rewardpool_worker.contract import BUILTIN_SCORERS
 from . import podsecurity
 from .builders import CONTRACT_ENV, IPC_LOCK, OWNED_VOLUMES, OWNED_WORKER_FIELDS
 from .placement import nodes_that_fit
-from .sizing import Problem, SizingResult
+from .findings import Problem
+from .sizing import SizingResult
 from .spec import COMPONENT_LABEL, HASH_LABEL, POOL_LABEL, WORKER_CONTAINER, PoolSpec
 
 # Labels the operator selects and tells pods apart by: a podTemplate must not set them (a pod relabelled to
@@ -133,13 +135,9 @@ def check(spec: PoolSpec, pod: dict) -> list[Problem]:
 
 def findings(spec: PoolSpec, sizing: SizingResult, nodes: list[dict], pod: dict) -> list[Problem]:
     """Everything wrong with a pool before any pod is touched: sizing, spec, the pod and placement. Any
-    blocking one stops worker creation (see `blocks_workers`)."""
+    blocking one stops worker creation (see `findings.blocks_workers`)."""
     problems = list(sizing.problems) + check(spec, pod)
     fit, why = nodes_that_fit(spec, sizing.memory_bytes, nodes)
     if not fit:
         problems.append(Problem("WorkersDoNotFit", why, blocking=True))
     return problems
-
-
-def blocks_workers(problems: list[Problem]) -> bool:
-    return any(p.blocking for p in problems)

@@ -3,6 +3,7 @@ don't. The integration test (tests/integration/test_blocking.py) proves the same
 import pytest
 
 from rewardpool_operator import builders, podsecurity, sizing, validate
+from rewardpool_operator.findings import blocks_workers
 from tests.unit.test_builders import pool
 
 NODE = {"metadata": {"name": "n"}, "status": {"allocatable": {"memory": "2Ti", "rdma/rdma_shared_device_a": "4"}}}
@@ -97,12 +98,12 @@ def test_blocking_finding_blocks(name):
         found = findings(podTemplate=over)
     hits = [p for p in found if p.reason == reason]
     assert hits and all(p.blocking for p in hits), found
-    assert validate.blocks_workers(found)
+    assert blocks_workers(found)
 
 
 @pytest.mark.parametrize("name", list(RESTRICTED))
 def test_restricted_refuses_what_baseline_allows(name):
-    assert not validate.blocks_workers(findings(podTemplate=RESTRICTED[name]))
+    assert not blocks_workers(findings(podTemplate=RESTRICTED[name]))
     found = findings(podTemplate=RESTRICTED[name], podSecurity="restricted")
     assert [p.reason for p in found if p.blocking] and {p.reason for p in found if p.blocking} == {PSS}, found
 
@@ -140,7 +141,7 @@ def test_memory_limit_below_the_sizing_blocks():
 def test_workers_that_fit_no_node_block():
     assert [p.reason for p in findings(nodes=()) if p.blocking] == ["WorkersDoNotFit"]
     small = {"metadata": {"name": "s"}, "status": {"allocatable": {"memory": "1Gi", "rdma/rdma_shared_device_a": "1"}}}
-    assert validate.blocks_workers(findings(nodes=(small,)))
+    assert blocks_workers(findings(nodes=(small,)))
 
 
 @pytest.mark.parametrize("over", [
@@ -161,7 +162,7 @@ def test_workers_that_fit_no_node_block():
 ], ids=["worker env", "worker add [] keeps IPC_LOCK", "baseline allows escalation and CHOWN", "tolerations",
         "unprivileged sidecar", "own labels", "what baseline allows", "a model volume"])
 def test_allowed_template_changes_do_not_block(over):
-    assert not validate.blocks_workers(findings(podTemplate=over))
+    assert not blocks_workers(findings(podTemplate=over))
 
 
 def test_the_worker_keeps_ipc_lock_whatever_the_template_adds():
@@ -173,5 +174,5 @@ def test_the_worker_keeps_ipc_lock_whatever_the_template_adds():
 
 def test_advisory_findings_do_not_block():
     found = findings(store={"master": "mc:50051", "segmentSize": "1Mi", "devices": ["mlx5_0"]})
-    assert [p.reason for p in found] == ["SegmentTooSmall"] and not validate.blocks_workers(found)
-    assert not validate.blocks_workers(findings(network={}))  # NoRoceNetwork: advisory
+    assert [p.reason for p in found] == ["SegmentTooSmall"] and not blocks_workers(found)
+    assert not blocks_workers(findings(network={}))  # NoRoceNetwork: advisory
