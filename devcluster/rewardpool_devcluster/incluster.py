@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import json
 
-from .realnode import NODE_LABEL, TOLERATION
+from .realnode_config import NODE_LABEL, TOLERATION
 
 INFRA_NS = "rewardpool"
 MASTER_PORT, MASTER_METRICS_PORT = 50051, 9003

@@ -18,15 +18,14 @@ from tests.conftest import wait_for
 def node(tmp_path_factory):
     from rewardpool_devcluster.nodes import default_nodes
     from rewardpool_devcluster.realnode import RealNode
+    from rewardpool_devcluster.realnode_host import SYSCTLS, sysctl
 
-    from rewardpool_devcluster.realnode import SYSCTLS, _sysctl
-
-    host_before = {k: _sysctl(k) for k in SYSCTLS}
+    host_before = {k: sysctl(k) for k in SYSCTLS}
     n = RealNode.create(tmp_path_factory.mktemp("realnode"), kwok_nodes=default_nodes())
     yield n
     n.stop()
     # the host-wide sysctls the kubelet rewrote are back
-    assert {k: _sysctl(k) for k in SYSCTLS} == host_before
+    assert {k: sysctl(k) for k in SYSCTLS} == host_before
 
 
 class Kube:
@@ -64,7 +63,7 @@ def kube(node):
 
 @pytest.fixture(scope="package")
 def incluster_operator(node, kube):
-    from rewardpool_devcluster.realnode import NODE_LABEL, TOLERATION
+    from rewardpool_devcluster.realnode_config import NODE_LABEL, TOLERATION
     from rewardpool_devcluster.stack import helm_install_incluster
 
     helm_install_incluster(node.cluster, node.images.operator, {NODE_LABEL: "real"}, [TOLERATION])

@@ -9,9 +9,9 @@ import pytest
 
 
 def test_a_kubelet_that_does_not_start_is_named_with_its_log_and_nothing_is_left(tmp_path, monkeypatch):
-    from rewardpool_devcluster import realnode
+    from rewardpool_devcluster import realnode, realnode_host
 
-    real_bins = realnode.build_node_binaries()
+    real_bins = realnode_host.build_node_binaries()
     bins = tmp_path / "bins"
     bins.mkdir()
     for f in real_bins.iterdir():
@@ -20,7 +20,7 @@ def test_a_kubelet_that_does_not_start_is_named_with_its_log_and_nothing_is_left
     (bins / "kubelet").write_text("#!/bin/sh\necho 'E1130 kubelet: simulated failure: cannot open /dev/kmsg' >&2\n"
                                   "exit 1\n")
     (bins / "kubelet").chmod(0o755)
-    monkeypatch.setattr(realnode, "build_node_binaries", lambda: bins)
+    monkeypatch.setattr(realnode_host, "build_node_binaries", lambda: bins)
     monkeypatch.setattr(realnode.RealNode, "import_images", lambda self: None)  # the kubelet fails regardless
     seen: dict[str, int] = {}
     orig_spawn = realnode.RealNode._spawn
@@ -40,7 +40,7 @@ def test_a_kubelet_that_does_not_start_is_named_with_its_log_and_nothing_is_left
     for name, pid in seen.items():
         assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower(), name
     assert not [ln for ln in Path("/proc/self/mountinfo").read_text().splitlines() if str(work) in ln]
-    assert not any(Path(c).joinpath(f"rewardpool-{realnode._netns_name()}").exists()
-                   for c in realnode._cgroup_controllers())
-    assert not (realnode._node_cache() / "owner.json").exists()
+    assert not any(Path(c).joinpath(f"rewardpool-{realnode_host.netns_name()}").exists()
+                   for c in realnode_host.cgroup_controllers())
+    assert not (realnode_host.node_cache() / "owner.json").exists()
     assert subprocess.run(["ip", "link", "show", "rnhost0"], capture_output=True).returncode != 0  # links gone
