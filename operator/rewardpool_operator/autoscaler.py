@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from . import reasons as R
 from .observed import History, Signals
 from .spec import Autoscaling
 
@@ -59,7 +60,8 @@ def decide(auto: Autoscaling, obs: ScalingInputs, sig: Signals, hist: History, n
 def _decide(auto: Autoscaling, obs: ScalingInputs, sig: Signals, hist: History, now: float) -> Decision:
     target = auto.targetQueueDepth
     if sig.queue_depth is None and obs.counted > 0 and obs.hint == 0:
-        return Decision(obs.replicas, "MetricsUnavailable", "no worker metrics could be read: holding the current size")
+        return Decision(obs.replicas, R.METRICS_UNAVAILABLE,
+                        "no worker metrics could be read: holding the current size")
     queue = sig.queue_depth or 0
     demand = max(queue, obs.hint)
     raw = math.ceil(demand / target)
@@ -67,15 +69,15 @@ def _decide(auto: Autoscaling, obs: ScalingInputs, sig: Signals, hist: History, 
         (f", {obs.hint} output(s) expected by a client" if obs.hint else "") + f", target {target} per worker"
     if obs.counted > 0 and abs(demand / (target * obs.counted) - 1) <= TOLERANCE:
         raw = obs.counted
-    reason = "AboveTarget" if raw > obs.counted else "BelowTarget" if raw < obs.counted else "AtTarget"
+    reason = R.ABOVE_TARGET if raw > obs.counted else R.BELOW_TARGET if raw < obs.counted else R.AT_TARGET
     if obs.counted == 0 and raw > 0:
-        reason = "Activated"
+        reason = R.ACTIVATED
     fill = sig.store_fill
     if fill is not None and fill >= PRESSURE * obs.high_watermark and obs.counted > 0:
         cooled = hist.last_pressure is None or now - hist.last_pressure >= PRESSURE_COOLDOWN
         bumped = obs.counted + max(1, math.ceil(obs.counted / 2))
         if bumped > raw and cooled and obs.starting == 0:
-            raw, reason = bumped, "StorePressure"
+            raw, reason = bumped, R.STORE_PRESSURE
             what = (f"store {fill:.0%} full, near the {obs.high_watermark:.0%} eviction watermark: adding workers "
                     "so outputs are read before they can be evicted")
             hist.last_pressure = now
@@ -96,7 +98,7 @@ def _decide(auto: Autoscaling, obs: ScalingInputs, sig: Signals, hist: History, 
 
     if bounded > obs.counted and bounded > obs.replicas:
         if obs.starting > 0:  # the last scale-up has not landed yet: judge again once it has
-            return Decision(obs.replicas, "WaitingForStartingWorkers",
+            return Decision(obs.replicas, R.WAITING_FOR_STARTING_WORKERS,
                             f"{what}{note}; {obs.starting} worker(s) still starting")
         period = auto.scaleUp.periodSeconds
         hist.ups = [(t, n) for t, n in hist.ups if now - t < period]
@@ -113,7 +115,7 @@ def _decide(auto: Autoscaling, obs: ScalingInputs, sig: Signals, hist: History, 
         hist.last_down = now
         return Decision(stable, reason, what + note)
     if bounded < obs.replicas:
-        return Decision(obs.replicas, "ScaleDownStabilizing",
+        return Decision(obs.replicas, R.SCALE_DOWN_STABILIZING,
                         f"{what}{note}; waiting for the {window}s stabilization window (highest recommendation "
                         f"in it: {stable})")
-    return Decision(obs.replicas, "AtTarget" if reason == "BelowTarget" else reason, what + note)
+    return Decision(obs.replicas, R.AT_TARGET if reason == R.BELOW_TARGET else reason, what + note)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import reasons as R
+
 UNREACHABLE_SECONDS = 10.0
 
 
@@ -32,21 +34,21 @@ def verdict(pod: str, health: dict | None, segment_lent: bool, used_bytes: int |
     if health is not None and health.get("phase") == "drained" and not holds:
         checked = "" if not segment_lent or used_bytes is not None else \
             " (its segment was not checked: set store.metricsAddress to protect outputs stored there)"
-        return Verdict("delete", "Drained", f"{pod} drained{checked}")
+        return Verdict("delete", R.DRAINED, f"{pod} drained{checked}")
     if waited >= timeout:
         if holds:
-            return Verdict("stuck", "DrainStuck",
+            return Verdict("stuck", R.DRAIN_STUCK,
                            f"{pod} has drained for {waited:.0f}s but its segment still holds {used_bytes} bytes of "
                            "outputs; it is kept so they are not lost (delete the pod by hand to give them up)")
         state = "empty" if used_bytes == 0 or not segment_lent else "not known to hold outputs"
-        return Verdict("delete", "DrainTimedOut",
+        return Verdict("delete", R.DRAIN_TIMED_OUT,
                        f"{pod} did not finish within {timeout:.0f}s; deleted (its segment is {state}, and the "
                        "client retries its unfinished batch elsewhere from the store)")
     if health is None:
         if unreachable_for >= UNREACHABLE_SECONDS and not holds and (not pod_ready or not segment_lent
                                                                      or used_bytes == 0):
             why = "is not Ready" if not pod_ready else "its segment holds nothing"
-            return Verdict("delete", "WorkerUnreachable",
+            return Verdict("delete", R.WORKER_UNREACHABLE,
                            f"{pod} has not answered for {unreachable_for:.0f}s and {why}: nothing can be lost")
         what = (f"{used_bytes} bytes of outputs still in its segment" if holds else
                 f"not answering for {unreachable_for:.0f}s")
@@ -54,4 +56,4 @@ def verdict(pod: str, health: dict | None, segment_lent: bool, used_bytes: int |
         what = f"{used_bytes} bytes of outputs still in its segment"
     else:
         what = f"{health.get('in_flight', '?')} batch(es) in flight"
-    return Verdict("wait", "Draining", f"{pod} draining: {what} ({waited:.0f}s of {timeout:.0f}s)")
+    return Verdict("wait", R.DRAINING, f"{pod} draining: {what} ({waited:.0f}s of {timeout:.0f}s)")

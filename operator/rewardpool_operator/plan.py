@@ -20,6 +20,7 @@ from rewardpool_worker.contract import DRAIN_ANNOTATION, EXPECTED_OUTPUTS_ANNOTA
 from . import conditions as C
 from . import drain as drain_mod
 from . import autoscaler
+from . import reasons as R
 from .autoscaler import Decision
 from .observed import Network, Observed
 from .rollout import is_ready, removal_order, roll_allowance
@@ -112,7 +113,7 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
     per_worker = observed.signals.per_worker
 
     for pod, why in lost:  # dead either way: cleaned up even while the pool is blocked (not replaced then)
-        p.delete.append((_name(pod), "Warning", "WorkerLost", f"worker pod {_name(pod)} {why}"
+        p.delete.append((_name(pod), "Warning", R.WORKER_LOST, f"worker pod {_name(pod)} {why}"
                          + ("; replacing it" if p.managed else "")))
     if p.managed:
         surplus = len(serving) - replicas
@@ -143,7 +144,7 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
                                   observed.segment_used.get(name), now - started_at[name], spec.drainTimeoutSeconds,
                                   observed.unreachable_for.get(name, 0.0), is_ready(pod))
             if v.action == "delete":
-                p.delete.append((name, "Normal" if v.reason == "Drained" else "Warning", "WorkerDeleted",
+                p.delete.append((name, "Normal" if v.reason == R.DRAINED else "Warning", R.WORKER_DELETED,
                                  f"deleted worker pod {name} ({v.reason}): {v.message}"))
             elif v.action == "stuck":
                 p.problems.append(Problem(v.reason, v.message))

@@ -4,6 +4,7 @@ non-blocking problems (the Degraded condition and a warning event), so a stuck r
 sitting Pending or ContainerCreating in silence. Pure."""
 from __future__ import annotations
 
+from . import reasons as R
 from .findings import Problem
 
 PULL_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
@@ -20,7 +21,7 @@ def container_problems(pods: list[dict]) -> list[Problem]:
             waiting = (cs.get("state") or {}).get("waiting") or {}
             reason = waiting.get("reason")
             if reason in PULL_REASONS or reason in START_REASONS:
-                kind = "WorkerImagePullFailed" if reason in PULL_REASONS else "WorkerContainerFailing"
+                kind = R.WORKER_IMAGE_PULL_FAILED if reason in PULL_REASONS else R.WORKER_CONTAINER_FAILING
                 msg = (waiting.get("message") or "").strip().replace("\n", " ")
                 found.setdefault((kind, reason), []).append(
                     f"{pod['metadata']['name']} (image {cs.get('image', '?')}){': ' + msg[:300] if msg else ''}")

@@ -24,6 +24,7 @@ from rewardpool_worker.contract import DRAIN_ANNOTATION, control_secret_name
 from . import conditions as C
 from . import podstatus
 from . import pool_metrics
+from . import reasons as R
 from . import signals as signals_mod
 from . import sizing as sizing_mod
 from . import status as status_mod
@@ -132,22 +133,23 @@ async def reconcile(kube: Kube, body: dict, nodes: dict[str, dict], pods: PodCac
 async def _ensure_network(kube: Kube, pool: Pool, events: list) -> Network:
     ref = attachment_ref(pool)
     if ref is None:
-        return Network(True, "PodNetworkOnly", "no RoCE attachment requested")
+        return Network(True, R.POD_NETWORK_ONLY, "no RoCE attachment requested")
     nad = network_attachment(pool)
     try:
         if nad is not None:
             action = await kube.ensure_nad(nad)
             master = pool.spec.network.ipvlan.master
             if action != "unchanged":
-                events.append(("Normal", f"NetworkAttachment{action.capitalize()}",
+                reason = R.NETWORK_ATTACHMENT_CREATED if action == "created" else R.NETWORK_ATTACHMENT_UPDATED
+                events.append(("Normal", reason,
                                f"{action} ipvlan attachment {ref[0]}/{ref[1]} on {master}"))
-            return Network(True, "AttachmentReady", f"ipvlan on {master} ({ref[0]}/{ref[1]})")
+            return Network(True, R.ATTACHMENT_READY, f"ipvlan on {master} ({ref[0]}/{ref[1]})")
         if await kube.get_nad(*ref) is None:
-            return Network(False, "AttachmentNotFound",
+            return Network(False, R.ATTACHMENT_NOT_FOUND,
                            f"NetworkAttachmentDefinition {ref[0]}/{ref[1]} named in network.attachment does not exist")
-        return Network(True, "AttachmentReady", f"existing attachment {ref[0]}/{ref[1]}")
+        return Network(True, R.ATTACHMENT_READY, f"existing attachment {ref[0]}/{ref[1]}")
     except NadCrdMissing:
-        return Network(False, "NetworkAttachmentCRDMissing",
+        return Network(False, R.NETWORK_ATTACHMENT_CRD_MISSING,
                        "the cluster has no NetworkAttachmentDefinition CRD (k8s.cni.cncf.io/v1): install Multus; "
                        "worker pods are not created until the RoCE network can be attached")
 
@@ -162,9 +164,9 @@ async def _ensure_owned(kube: Kube, pool: Pool, generation: int, events: list) -
 
 async def _ensure_service_and_budget(kube: Kube, pool: Pool, events: list) -> None:
     if await kube.ensure_service(headless_service(pool)) == "created":
-        events.append(("Normal", "ServiceCreated", f"created headless service {pool.name}-workers"))
+        events.append(("Normal", R.SERVICE_CREATED, f"created headless service {pool.name}-workers"))
     if await kube.ensure_pdb(disruption_budget(pool)) == "created":
-        events.append(("Normal", "DisruptionBudgetCreated", f"created PodDisruptionBudget {pool.name}"))
+        events.append(("Normal", R.DISRUPTION_BUDGET_CREATED, f"created PodDisruptionBudget {pool.name}"))
 
 
 async def _ensure_control_token(kube: Kube, pool: Pool, events: list) -> tuple[str | None, Problem | None]:
@@ -174,10 +176,10 @@ async def _ensure_control_token(kube: Kube, pool: Pool, events: list) -> tuple[s
     current = await kube.get_secret(pool.namespace, name)
     if current is None:
         current = await kube.create_secret(control_secret(pool, secrets.token_urlsafe(32)))
-        events.append(("Normal", "ControlTokenCreated", f"created Secret {name} with a new control token"))
+        events.append(("Normal", R.CONTROL_TOKEN_CREATED, f"created Secret {name} with a new control token"))
     token = control_token(current)
     if token is None:
-        return None, Problem("ControlSecretConflict", f"Secret {name} exists but is not this pool's control "
+        return None, Problem(R.CONTROL_SECRET_CONFLICT, f"Secret {name} exists but is not this pool's control "
                              "token (no control-token label or no token key); rename or delete it", True)
     return token, None
 
@@ -192,7 +194,7 @@ async def _pod_security(kube: Kube, pool: Pool) -> Problem | None:
     """IPC_LOCK is outside Pod Security's baseline and restricted levels: say so before any create fails."""
     level = ((await kube.get_namespace_labels(pool.namespace)) or {}).get(PSA_ENFORCE)
     if level in ("baseline", "restricted"):
-        return Problem("PodSecurityForbidsIpcLock",
+        return Problem(R.POD_SECURITY_FORBIDS_IPC_LOCK,
                        f"namespace {pool.namespace} enforces Pod Security level {level!r}, which forbids the "
                        f"IPC_LOCK capability workers need to pin store memory; label the namespace "
                        f"{PSA_ENFORCE}=privileged (the operator still adds nothing beyond IPC_LOCK)", True)
@@ -250,7 +252,7 @@ async def _apply(kube: Kube, body: dict, pool: Pool, p: Plan, observed: Observed
             await kube.delete_pod(ns, name)
         except ApiException as e:
             cache.settle(ns, pool.name, name)
-            failures.append(("FailedDelete", f"deleting pod {name}: {api_message(e)}"))
+            failures.append((R.FAILED_DELETE, f"deleting pod {name}: {api_message(e)}"))
             break
         await _say(kube, body, type_, reason, message)
     for name, why in p.drain:
@@ -259,9 +261,9 @@ async def _apply(kube: Kube, body: dict, pool: Pool, p: Plan, observed: Observed
             await kube.annotate_pod(ns, name, {DRAIN_ANNOTATION: C.now()})
         except ApiException as e:
             cache.settle(ns, pool.name, name)
-            failures.append(("FailedDrain", f"marking pod {name} for draining: {api_message(e)}"))
+            failures.append((R.FAILED_DRAIN, f"marking pod {name} for draining: {api_message(e)}"))
             break
-        await _say(kube, body, "Normal", "WorkerDraining", f"draining worker pod {name} ({why}): no new batches")
+        await _say(kube, body, "Normal", R.WORKER_DRAINING, f"draining worker pod {name} ({why}): no new batches")
         ip = pod_ip(by_name[name])
         if ip and token:  # the annotation is the request (the worker reads it too); the call makes it immediate
             await signals_mod.request_drain(ip, token)
@@ -277,17 +279,17 @@ async def _apply(kube: Kube, body: dict, pool: Pool, p: Plan, observed: Observed
                 cache.settle(ns, pool.name, pod["metadata"]["name"])
             # Each pod has its own name: leave it out so one cause is one message.
             msg = re.sub(rf'"{re.escape(pool.name)}-[a-z0-9]{{5}}"', f'"{pool.name}-*"', api_message(e))
-            failures.append(("FailedCreate", f"creating a worker pod: {msg}"))
+            failures.append((R.FAILED_CREATE, f"creating a worker pod: {msg}"))
             break
         created_names.append(created["metadata"]["name"])
     if created_names:  # one event per pass, as a burst of creates is one decision
-        await _say(kube, body, "Normal", "WorkerCreated", _created_message(created_names))
+        await _say(kube, body, "Normal", R.WORKER_CREATED, _created_message(created_names))
     if p.scale is not None and p.scale.desired != pool.spec.replicas:
         try:
             await kube.patch_pool_scale(ns, pool.name, p.scale.desired, pool.resource_version)
             pool_metrics.scaled(ns, pool.name, pool.spec.replicas, p.scale.desired)
             scaled = True
-            await _say(kube, body, "Normal", "Scaled", f"replicas {pool.spec.replicas} -> {p.scale.desired} "
+            await _say(kube, body, "Normal", R.SCALED, f"replicas {pool.spec.replicas} -> {p.scale.desired} "
                                                        f"({p.scale.reason}): {p.scale.message}")
         except ApiException as e:
             if e.status != 409:  # a conflict: someone else scaled; the next reconcile decides again

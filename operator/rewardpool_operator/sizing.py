@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 from rewardpool_worker.contract import BUILTIN_SCORERS, READ_SLOTS, BuiltinScorer
 
+from . import reasons as R
 from .findings import Problem
 from .quantity import format_bytes, human, parse_bytes
 from .spec import PoolSpec, Sizing
@@ -93,7 +94,7 @@ def compute(spec: PoolSpec, replicas: int | None = None, basis: int | None = Non
         rule = f"{rule_terms} = {human(needed)}, over {workers} worker(s)"
         if replicas < workers:
             problems.append(Problem(
-                "SegmentTooSmall",
+                R.SEGMENT_TOO_SMALL,
                 f"{replicas} worker(s) x {human(per_worker)} is below the {human(needed)} the sizing needs: the "
                 f"segment is sized for {workers} worker(s) (autoscaling.minReplicas, or the replicas when the pool "
                 "was sized); unread outputs may be evicted"))
@@ -105,7 +106,7 @@ def compute(spec: PoolSpec, replicas: int | None = None, basis: int | None = Non
         rule = f"fixed store.segmentSize {format_bytes(per_worker)} x {workers} worker(s)"
         if sz is not None and per_worker * workers < needed:
             problems.append(Problem(
-                "SegmentTooSmall",
+                R.SEGMENT_TOO_SMALL,
                 f"{workers} x {human(per_worker)} = {human(per_worker * workers)} of segment is below the "
                 f"{human(needed)} the sizing needs ({rule_terms}); unread outputs would be evicted"))
     total = per_worker * replicas
@@ -114,7 +115,7 @@ def compute(spec: PoolSpec, replicas: int | None = None, basis: int | None = Non
     min_reg_replicas = math.ceil(per_worker * workers / max_reg) if per_worker else 0
     if per_worker > max_reg and spec.store.protocol == "rdma":
         problems.append(Problem(
-            "SegmentExceedsRegistrationLimit",
+            R.SEGMENT_EXCEEDS_REGISTRATION_LIMIT,
             f"per-worker segment {human(per_worker)} exceeds one RDMA registration's limit "
             f"{human(max_reg)} (the NIC's max_mr_size); use at least {min_reg_replicas} replicas or a smaller "
             f"store.segmentSize"))
@@ -144,7 +145,7 @@ def compute(spec: PoolSpec, replicas: int | None = None, basis: int | None = Non
     limit = (spec.resources.get("limits") or {}).get("memory")
     if limit is not None and parse_bytes(limit) < memory:
         problems.append(Problem(
-            "MemoryLimitTooSmall",
+            R.MEMORY_LIMIT_TOO_SMALL,
             f"resources.limits.memory {limit} is below the {human(memory)} a worker needs: {formula}",
             blocking=True))
     return SizingResult(mode, per_worker, total, required, rule, local, read, model, READ_SLOTS, sc.gpus,

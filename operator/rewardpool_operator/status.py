@@ -5,17 +5,13 @@ from __future__ import annotations
 import time
 
 from . import conditions as C
+from . import reasons as R
 from .observed import Network, Signals
 from .plan import Plan
 from .quantity import format_bytes
 from .findings import Problem
 from .sizing import SizingResult
 from .spec import Pool
-
-# A condition in these states is a problem worth a Warning event, told once when it starts or changes reason.
-_WARN_WHEN_TRUE = ("InvalidSpec", "Degraded", "ReplicaFailure")
-_WARN_WHEN_FALSE = ("NetworkReady", "ScalingActive")
-
 
 def _progress(p: Plan, old: dict | None, now: float) -> dict:
     """When the workers last changed (created, Ready, replaced, drained): the clock of the progress deadline."""
@@ -31,48 +27,48 @@ def compute(pool: Pool, sizing: SizingResult, problems: list[Problem], network: 
     """failures: (reason, API message) of the writes the API server refused in this reconcile."""
     replicas = pool.spec.replicas
     blocking = [x for x in problems if x.blocking]
-    spec_blocking = [x for x in blocking if x.reason != "WorkersDoNotFit"]
+    spec_blocking = [x for x in blocking if x.reason != R.WORKERS_DO_NOT_FIT]
     degraded = sorted((x for x in problems + p.problems if x not in spec_blocking), key=lambda x: not x.blocking)
     now = time.time() if now is None else now
     progress = _progress(p, old.get("progress"), now)
     conds = [
-        C.cond("InvalidSpec", bool(spec_blocking), spec_blocking[0].reason if spec_blocking else "SpecValid",
+        C.cond(R.INVALID_SPEC, bool(spec_blocking), spec_blocking[0].reason if spec_blocking else R.SPEC_VALID,
                "; ".join(x.message for x in spec_blocking) or "spec accepted"),
-        C.cond("NetworkReady", network.ok, network.reason, network.message),
-        C.cond("Degraded", bool(degraded), degraded[0].reason if degraded else "AsExpected",
+        C.cond(R.NETWORK_READY, network.ok, network.reason, network.message),
+        C.cond(R.DEGRADED, bool(degraded), degraded[0].reason if degraded else R.AS_EXPECTED,
                "; ".join(x.message for x in degraded) or "no problems found"),
-        C.cond("ReplicaFailure", bool(failures), failures[0][0] if failures else "NoFailures",
+        C.cond(R.REPLICA_FAILURE, bool(failures), failures[0][0] if failures else R.NO_FAILURES,
                "; ".join(m for _, m in failures) or "every pod write the operator made was accepted"),
     ]
     if not p.managed:
         cause = blocking[0].reason if blocking else network.reason
-        conds.append(C.cond("Progressing", False, "Blocked", f"worker pods are not managed until {cause} is fixed"))
-        not_ready = "Blocked"
+        conds.append(C.cond(R.PROGRESSING, False, R.BLOCKED, f"worker pods are not managed until {cause} is fixed"))
+        not_ready = R.BLOCKED
     elif p.stale or p.active != replicas or p.ready < replicas or p.lost:
-        reason = ("RollingUpdate" if p.stale else "ReplacingLostWorkers" if p.lost
-                  else "Scaling" if p.active != replicas else "WaitingForReady")
+        reason = (R.ROLLING_UPDATE if p.stale else R.REPLACING_LOST_WORKERS if p.lost
+                  else R.SCALING if p.active != replicas else R.WAITING_FOR_READY)
         message = f"{p.ready}/{replicas} ready, {p.stale} to replace, {p.active} present"
         if p.lost:
             message += f", {p.lost} lost"
         if p.unschedulable:  # say why instead of leaving the pods silently Pending
-            reason, message = "Unschedulable", f"{message}; {p.unschedulable}"
+            reason, message = R.UNSCHEDULABLE, f"{message}; {p.unschedulable}"
         stalled = now - (C.epoch(progress["time"]) or now)
         if stalled > pool.spec.progressDeadlineSeconds:  # as a Deployment says it: the roll stopped, and why
-            conds.append(C.cond("Progressing", False, "ProgressDeadlineExceeded",
+            conds.append(C.cond(R.PROGRESSING, False, R.PROGRESS_DEADLINE_EXCEEDED,
                                 f"no progress for {stalled:.0f}s (progressDeadlineSeconds "
                                 f"{pool.spec.progressDeadlineSeconds}): {message}"))
         else:
-            conds.append(C.cond("Progressing", True, reason, message))
-        not_ready = "WorkersNotReady"
+            conds.append(C.cond(R.PROGRESSING, True, reason, message))
+        not_ready = R.WORKERS_NOT_READY
     else:
-        conds.append(C.cond("Progressing", False, "Stable", f"{replicas} worker(s) up to date"))
-        not_ready = "WorkersNotReady"
+        conds.append(C.cond(R.PROGRESSING, False, R.STABLE, f"{replicas} worker(s) up to date"))
+        not_ready = R.WORKERS_NOT_READY
     if p.scale is not None:
-        conds.append(C.cond("ScalingActive", p.scale.reason != "MetricsUnavailable", p.scale.reason,
+        conds.append(C.cond(R.SCALING_ACTIVE, p.scale.reason != R.METRICS_UNAVAILABLE, p.scale.reason,
                             p.scale.message))
     all_ready = p.managed and p.ready == replicas and not p.stale and not failures
-    ready_reason = "AllWorkersReady" if all_ready else ("ReplicaFailure" if failures and p.managed else not_ready)
-    conds.append(C.cond("Ready", all_ready, ready_reason, f"{p.ready}/{replicas} workers ready"))
+    ready_reason = R.ALL_WORKERS_READY if all_ready else (R.REPLICA_FAILURE if failures and p.managed else not_ready)
+    conds.append(C.cond(R.READY, all_ready, ready_reason, f"{p.ready}/{replicas} workers ready"))
 
     scaling: dict = {}
     if p.scale is not None:
@@ -101,16 +97,14 @@ def warnings(old: dict, new: dict) -> list[tuple[str, str, str]]:
     out = []
     for c in new.get("conditions") or []:
         was = before.get(c["type"], {})
-        bad = (c["type"] in _WARN_WHEN_TRUE and c["status"] == "True") or \
-              (c["type"] in _WARN_WHEN_FALSE and c["status"] == "False") or c["reason"] == "ProgressDeadlineExceeded"
-        if bad and (was.get("status") != c["status"] or was.get("reason") != c["reason"]
-                    or (c["type"] == "ReplicaFailure" and was.get("message") != c["message"])):
+        if R.warns(c) and (was.get("status") != c["status"] or was.get("reason") != c["reason"]
+                    or (c["type"] == R.REPLICA_FAILURE and was.get("message") != c["message"])):
             out.append(("Warning", c["reason"], c["message"]))
     return out
 
 
 def invalid(message: str, old: dict, generation: int) -> dict:
     """Status of a pool whose spec cannot even be parsed (admission should have caught it)."""
-    conds = [C.cond("InvalidSpec", True, "SpecNotUnderstood", message),
-             C.cond("Ready", False, "InvalidSpec", "the spec cannot be used: " + message)]
+    conds = [C.cond(R.INVALID_SPEC, True, R.SPEC_NOT_UNDERSTOOD, message),
+             C.cond(R.READY, False, R.INVALID_SPEC, "the spec cannot be used: " + message)]
     return {"observedGeneration": generation, "conditions": C.merge(old.get("conditions"), conds, generation)}

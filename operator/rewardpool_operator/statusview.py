@@ -9,14 +9,11 @@ from rewardpool_worker.contract import DRAIN_ANNOTATION, WorkerHealth
 
 from .quantity import human
 from .conditions import epoch
+from .reasons import unhealthy
 from .spec import POOL_LABEL, Sizing
 
 EVENTS_SHOWN = 5
 MESSAGE_WIDTH = 160  # one terminal line or so; the full text stays in `kubectl describe`
-# Each condition's healthy status; any other status is shown. Progressing=True is normal during a rollout or
-# a scale, but it is shown too: it says what the pool is busy with.
-HAPPY = {"Ready": "True", "InvalidSpec": "False", "NetworkReady": "True", "Degraded": "False",
-         "ReplicaFailure": "False", "Progressing": "False", "ScalingActive": "True"}
 
 
 # ---- small formatting helpers ----------------------------------------------------------------------------------
@@ -76,9 +73,9 @@ def drain_started(pod: dict) -> str | None:
 
 
 def unhappy(status: dict) -> list[dict]:
-    # Progressing=False is the resting state, except when a roll gave up waiting (as a Deployment's)
-    return [c for c in status.get("conditions") or [] if c.get("status") != HAPPY.get(c.get("type"), "True")
-            or c.get("reason") == "ProgressDeadlineExceeded"]
+    """Conditions not in their healthy status (reasons.CONDITIONS), shown with what they say. Progressing=True
+    is normal during a rollout or a scale, but it is shown too: it says what the pool is busy with."""
+    return [c for c in status.get("conditions") or [] if unhealthy(c)]
 
 
 def watermark(pool: dict) -> float:

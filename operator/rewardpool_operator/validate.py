@@ -6,6 +6,7 @@ from __future__ import annotations
 from rewardpool_worker.contract import BUILTIN_SCORERS
 
 from . import podsecurity
+from . import reasons as R
 from .builders import CONTRACT_ENV, IPC_LOCK, OWNED_VOLUMES, OWNED_WORKER_FIELDS
 from .placement import nodes_that_fit
 from .findings import Problem
@@ -36,7 +37,7 @@ PRIVILEGE_HINT = {"capabilities_baseline": " (the worker gets IPC_LOCK and nothi
 
 def _named_items(tpl: dict, key: str) -> list[Problem]:
     """Containers and volumes merge by name: one without a name would replace the operator's whole list."""
-    return [Problem("OwnedPodField", f"podTemplate.spec.{key}[{i}] needs a name: {key} merge into the worker pod "
+    return [Problem(R.OWNED_POD_FIELD, f"podTemplate.spec.{key}[{i}] needs a name: {key} merge into the worker pod "
                     "by name", True)
             for i, item in enumerate(tpl.get(key) or []) if not (isinstance(item, dict) and item.get("name"))]
 
@@ -45,7 +46,7 @@ def owned_fields(spec: PoolSpec) -> list[Problem]:
     """A podTemplate may add to the worker pod but not replace what the operator owns in it (builders.py)."""
     tpl, problems = spec.podTemplate.spec, []
     bad = lambda field, why: problems.append(Problem(  # noqa: E731
-        "OwnedPodField", f"podTemplate.spec.{field} cannot be set: {why}", True))
+        R.OWNED_POD_FIELD, f"podTemplate.spec.{field} cannot be set: {why}", True))
     for key, (ours, why) in OWNED_POD_FIELDS.items():
         if key in tpl and tpl[key] != ours:
             bad(key, why)
@@ -90,7 +91,7 @@ def pod_security(spec: PoolSpec, pod: dict) -> list[Problem]:
     """The finished worker pod judged by the Pod Security Standards at the pool's level, IPC_LOCK on the
     worker container excepted: whatever the podTemplate merge produced is what is judged."""
     found = podsecurity.violations(pod, spec.podSecurity, {WORKER_CONTAINER: frozenset({IPC_LOCK})})
-    return [Problem("ForbiddenPodSetting", f"the worker pod would violate Pod Security {spec.podSecurity!r} "
+    return [Problem(R.FORBIDDEN_POD_SETTING, f"the worker pod would violate Pod Security {spec.podSecurity!r} "
                     f"({v.check}): {v.where} sets {v.field}{PRIVILEGE_HINT.get(v.check, '')}", True)
             for v in found]
 
@@ -101,34 +102,34 @@ def check(spec: PoolSpec, pod: dict) -> list[Problem]:
     where = "scorers[].name" if spec.scorers else "scorer.name"
     for c in spec.components:
         if c.name is not None and c.name not in BUILTIN_SCORERS:
-            problems.append(Problem("UnknownScorer", f"{where} {c.name!r} is not a built-in scorer "
+            problems.append(Problem(R.UNKNOWN_SCORER, f"{where} {c.name!r} is not a built-in scorer "
                                     f"({', '.join(BUILTIN_SCORERS)}); use class for a custom one", True))
     keys = [c.component for c in spec.components]
     if len(set(keys)) != len(keys):
-        problems.append(Problem("DuplicateScorer", f"spec.scorers names a component twice ({', '.join(keys)}): "
+        problems.append(Problem(R.DUPLICATE_SCORER, f"spec.scorers names a component twice ({', '.join(keys)}): "
                                 "each component's score is reported under its name, so they must differ", True))
     sc = spec.scorer
     # Also CEL rules at admission; repeated here for `rewardpool render`, which no API server checks.
     if sc.device == "cuda" and sc.gpus == 0:
-        problems.append(Problem("NoGpuRequested", "scorer.device cuda needs scorer.gpus >= 1: a container that "
+        problems.append(Problem(R.NO_GPU_REQUESTED, "scorer.device cuda needs scorer.gpus >= 1: a container that "
                                 f"requests no {spec.placement.gpuResource} sees no GPU", True))
     if sc.dtype != "float32" and sc.device == "cpu":
-        problems.append(Problem("HalfPrecisionOnCpu", f"scorer.dtype {sc.dtype} is for GPUs; on cpu use float32",
+        problems.append(Problem(R.HALF_PRECISION_ON_CPU, f"scorer.dtype {sc.dtype} is for GPUs; on cpu use float32",
                                 True))
     for kind in ("labels", "annotations"):
         for key in spec.podTemplate.metadata.get(kind, {}):
             if key in RESERVED_LABELS or key.startswith("rewardpool.io/"):
-                problems.append(Problem("ReservedLabel" if kind == "labels" else "ReservedAnnotation",
+                problems.append(Problem(R.RESERVED_LABEL if kind == "labels" else R.RESERVED_ANNOTATION,
                                         f"podTemplate.metadata.{kind}.{key} is reserved: the "
                                         "operator selects and tells its pods apart by it", True))
     if spec.podSecurity == "restricted" and spec.store.protocol == "rdma":
-        problems.append(Problem("RestrictedCannotPinMemory", "podSecurity restricted runs workers as a non-root "
+        problems.append(Problem(R.RESTRICTED_CANNOT_PIN_MEMORY, "podSecurity restricted runs workers as a non-root "
                                 "user, and Kubernetes gives non-root containers no effective capabilities: "
                                 "IPC_LOCK does not apply, so RDMA registration is bounded by the container "
                                 "runtime's memlock limit (often 8MiB); use baseline for rdma, or a node runtime "
                                 "whose memlock limit is unlimited"))
     if spec.store.protocol == "rdma" and spec.network.ipvlan is None and not spec.network.attachment:
-        problems.append(Problem("NoRoceNetwork", "store.protocol is rdma but no network is attached: RoCE "
+        problems.append(Problem(R.NO_ROCE_NETWORK, "store.protocol is rdma but no network is attached: RoCE "
                                 "needs network.ipvlan or network.attachment (the pod network cannot carry it)"))
     return problems
 
@@ -139,5 +140,5 @@ def findings(spec: PoolSpec, sizing: SizingResult, nodes: list[dict], pod: dict)
     problems = list(sizing.problems) + check(spec, pod)
     fit, why = nodes_that_fit(spec, sizing.memory_bytes, nodes)
     if not fit:
-        problems.append(Problem("WorkersDoNotFit", why, blocking=True))
+        problems.append(Problem(R.WORKERS_DO_NOT_FIT, why, blocking=True))
     return problems
