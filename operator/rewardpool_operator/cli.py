@@ -22,16 +22,15 @@ def _load_pools(path: str) -> list[dict]:
 
 
 def cmd_operator(args) -> int:
-    import kopf
-
     import os
 
-    from . import handlers  # registers the handlers
+    import kopf
 
-    handlers.OPTIONS.update(namespaces=args.namespace or [],
-                            lease_namespace=args.lease_namespace or os.environ.get("POD_NAMESPACE") or None)
-    if args.no_leader_election:
-        handlers.OPTIONS["lease_namespace"] = None
+    from . import handlers  # noqa: F401 (registers the handlers)
+
+    # The operator-wide options, as handlers.py reads them from kopf's memo.
+    lease = None if args.no_leader_election else args.lease_namespace or os.environ.get("POD_NAMESPACE") or None
+    memo = kopf.Memo(namespaces=list(args.namespace or []), lease_namespace=lease)
 
     if args.metrics_port:
         from prometheus_client import start_http_server
@@ -40,7 +39,7 @@ def cmd_operator(args) -> int:
         start_http_server(int(port), addr=host or "0.0.0.0")
     kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat.JSON if args.log_json else kopf.LogFormat.FULL)
     kopf.run(standalone=True, clusterwide=not args.namespace, namespaces=args.namespace or (),
-             liveness_endpoint=args.liveness)
+             liveness_endpoint=args.liveness, memo=memo)
     return 0
 
 

@@ -2,7 +2,12 @@
 selector) and nodes through the operator's own watches, and hand every change to the Controller. Event
 handlers store nothing on the objects (no annotations, no finalizers), so an unchanged pool costs no API
 writes and deleting a pool never waits for the operator. With a lease namespace configured, only the
-replica holding the Lease reconciles."""
+replica holding the Lease reconciles.
+
+Operator-wide state lives in kopf's memo, not in module globals: the CLI starts it with the options
+(`namespaces`: those watched, empty for all; `lease_namespace`: None for no leader election), startup adds
+the `controller`, its `tasks` and the `elector`, and each handler reads them from the memo it is passed (kopf
+copies the operator's memo into a resource's when it first sees the resource, which is after startup)."""
 from __future__ import annotations
 
 import asyncio
@@ -21,13 +26,10 @@ from .watches import NodeCache, watch_pool_pods
 
 log = logging.getLogger("rewardpool.operator")
 LEASE_NAME = "rewardpool-operator"
-# Set by the CLI before kopf starts.
-OPTIONS: dict = {"namespaces": [], "lease_namespace": None}
-_state: dict = {}
 
 
 @kopf.on.startup()
-async def startup(settings: kopf.OperatorSettings, **_):
+async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_):
     settings.peering.standalone = True  # one writer is ensured by the Lease below, not by kopf's peering
     settings.posting.level = logging.WARNING
     # Against silently dead watch streams: the server closes them, and the client gives up on silence.
@@ -35,14 +37,14 @@ async def startup(settings: kopf.OperatorSettings, **_):
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 30
     settings.networking.request_timeout = 60
-    if OPTIONS["namespaces"]:
+    if memo.namespaces:
         # A namespace-scoped install (chart rbac.scope=namespace) may not list namespaces cluster-wide; without
         # this kopf retries that list for about a minute, logging Forbidden, before it serves any pool.
         # The cost: a CRD installed after startup (e.g. Multus's) is watched only after a restart.
         settings.scanning.disabled = True
     kube = await Kube.connect()
     nodes = NodeCache()
-    pods = PodCache(scopes=max(1, len(OPTIONS["namespaces"])))
+    pods = PodCache(scopes=max(1, len(memo.namespaces)))
     controller = Controller(kube, pods, nodes)
     tasks = [nodes.start(kube.core)]
 
@@ -59,35 +61,35 @@ async def startup(settings: kopf.OperatorSettings, **_):
                 controller.trigger(pod["metadata"]["namespace"], pool)
         return changed
 
-    tasks += watch_pool_pods(kube.core, OPTIONS["namespaces"], pod_handler)
+    tasks += watch_pool_pods(kube.core, memo.namespaces, pod_handler)
     elector = None
-    if OPTIONS["lease_namespace"]:
+    if memo.lease_namespace:
         controller.leading = False
         identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}"
-        elector = LeaderElector(kube.api, OPTIONS["lease_namespace"], LEASE_NAME, identity)
+        elector = LeaderElector(kube.api, memo.lease_namespace, LEASE_NAME, identity)
         tasks.append(asyncio.create_task(elector.run(controller.lead, controller.stand_by), name="leader election"))
-    _state.update(controller=controller, tasks=tasks, elector=elector)
-    log.info("rewardpool operator started (%s)", f"leader election in {OPTIONS['lease_namespace']}"
+    memo.update(controller=controller, tasks=tasks, elector=elector)
+    log.info("rewardpool operator started (%s)", f"leader election in {memo.lease_namespace}"
              if elector else "no leader election: run one replica")
 
 
 @kopf.on.cleanup()
-async def cleanup(**_):
-    controller = _state.pop("controller", None)
-    for task in _state.pop("tasks", []):
+async def cleanup(memo: kopf.Memo, **_):
+    controller = memo.pop("controller", None)
+    for task in memo.pop("tasks", []):
         task.cancel()
     if controller:
         await controller.stop()
-        if _state.get("elector"):
-            await _state["elector"].release()
+        if memo.get("elector"):
+            await memo.elector.release()
         await controller.kube.close()
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-async def pool_changed(event, body, **_):
-    _state["controller"].pool_event(event.get("type"), body)
+async def pool_changed(event, body, memo: kopf.Memo, **_):
+    memo.controller.pool_event(event.get("type"), body)
 
 
 @kopf.on.event(*NAD, labels={POOL_LABEL: kopf.PRESENT})
-async def attachment_changed(namespace, labels, **_):
-    _state["controller"].trigger(namespace, labels[POOL_LABEL], full=True)
+async def attachment_changed(namespace, labels, memo: kopf.Memo, **_):
+    memo.controller.trigger(namespace, labels[POOL_LABEL], full=True)
