@@ -18,8 +18,9 @@ from rewardpool_worker.contract import OperatorMetricNames as M
 from . import pool_metrics
 from .kube import Kube
 from .podcache import PodCache
-from .reconcile import Memo, reconcile
+from .reconcile import PoolMemory, reconcile
 from .watches import NodeCache
+from .worker_client import HttpWorkerClient, WorkerClient
 
 log = logging.getLogger("rewardpool.operator")
 RESYNC_SECONDS = 60.0
@@ -30,15 +31,17 @@ MIN_GAP_SECONDS = 0.25
 
 
 class Controller:
-    def __init__(self, kube: Kube, pods: PodCache, nodes: NodeCache, resync: float = RESYNC_SECONDS):
+    def __init__(self, kube: Kube, pods: PodCache, nodes: NodeCache, resync: float = RESYNC_SECONDS,
+                 workers: WorkerClient | None = None):
         self.kube = kube
+        self.workers = workers or HttpWorkerClient()
         self.resync = resync
         self.pods = pods
         self.nodes = nodes
         self.leading = True
         self.bodies: dict[tuple[str, str], dict] = {}
         self.full: set[tuple[str, str]] = set()  # pools whose owned objects are to be ensured at the next pass
-        self.memos: dict[tuple[str, str], Memo] = {}
+        self.memos: dict[tuple[str, str], PoolMemory] = {}
         self.wake: dict[tuple[str, str], asyncio.Event] = {}
         self.tasks: dict[tuple[str, str], asyncio.Task] = {}
 
@@ -139,8 +142,8 @@ class Controller:
                 await self.nodes.synced.wait()
                 await self.pods.synced.wait()
                 with RECONCILE_SECONDS.time():
-                    status, written = await reconcile(self.kube, body, self.nodes.nodes, self.pods,
-                                                      self.memos.setdefault(key, Memo()), full=full)
+                    status, written = await reconcile(self.kube, self.workers, body, self.nodes.nodes, self.pods,
+                                                      self.memos.setdefault(key, PoolMemory()), full=full)
                 last = time.monotonic()
                 if written is not None and key in self.bodies:
                     self.keep(key, written)

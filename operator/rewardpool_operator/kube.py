@@ -1,4 +1,7 @@
-"""The few Kubernetes API calls the reconciler makes, as plain dicts (kubernetes_asyncio underneath)."""
+"""The few Kubernetes API calls the reconciler makes, as plain dicts (kubernetes_asyncio underneath). Every
+write is counted in rewardpool_operator_api_writes by kind. The objects a pool owns besides its pods (the
+Service, the PodDisruptionBudget, the NetworkAttachmentDefinition) are written by server-side apply as
+FIELD_MANAGER; whether to write at all is decided by the caller (owned.py), so an unchanged pool sends none."""
 from __future__ import annotations
 
 import json
@@ -15,6 +18,8 @@ from .spec import GROUP, PLURAL, VERSION
 log = logging.getLogger("rewardpool.operator")
 NAD = ("k8s.cni.cncf.io", "v1", "network-attachment-definitions")
 MERGE = "application/merge-patch+json"
+APPLY = "application/apply-patch+yaml"  # JSON is YAML: the client sends the dict as JSON
+FIELD_MANAGER = "rewardpool-operator"
 API_WRITES = M.API_WRITES.make()
 
 
@@ -36,6 +41,16 @@ class Kube:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.policy = client.PolicyV1Api(api)
+        # What an owned object is read with; NetworkAttachmentDefinitions by get_nad (it tells a missing CRD).
+        self._reads = {"Service": self.core.read_namespaced_service,
+                       "PodDisruptionBudget": self.policy.read_namespaced_pod_disruption_budget}
+        # kind -> (the API-writes label, patch(name, namespace, body)) of the kinds the operator applies
+        self._patches = {
+            "Service": ("service", self.core.patch_namespaced_service),
+            "PodDisruptionBudget": ("disruptionbudget", self.policy.patch_namespaced_pod_disruption_budget),
+            "NetworkAttachmentDefinition": ("attachment", lambda name, ns, body, **kw: (
+                self.custom.patch_namespaced_custom_object(*NAD[:2], ns, NAD[2], name, body, **kw))),
+        }
 
     @classmethod
     async def connect(cls) -> "Kube":
@@ -77,35 +92,32 @@ class Kube:
             raise
 
     async def create_secret(self, secret: dict) -> dict:
+        """Created, never applied: applying needs `patch` on Secrets, which the chart does not grant (an
+        existing token is never rewritten; deleting the Secret is how it is rotated)."""
         API_WRITES.labels("secret").inc()
         return await read_json(self.core.create_namespaced_secret(secret["metadata"]["namespace"], secret,
-                                                              _preload_content=False))
+                                                              field_manager=FIELD_MANAGER, _preload_content=False))
 
-    # services and disruption budgets: create, or patch the spec when it lacks what we want
-    async def _ensure(self, obj: dict, kind: str, read, create, patch) -> str:
-        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+    # owned objects: read, and server-side apply
+    async def get_owned(self, kind: str, namespace: str, name: str) -> dict | None:
+        """The live object, or None if it does not exist (a missing NAD CRD raises NadCrdMissing)."""
+        if kind == "NetworkAttachmentDefinition":
+            return await self.get_nad(namespace, name)
         try:
-            current = await read_json(read(name, ns, _preload_content=False))
+            return await read_json(self._reads[kind](name, namespace, _preload_content=False))
         except ApiException as e:
-            if e.status != 404:
-                raise
-            API_WRITES.labels(kind).inc()
-            await read_json(create(ns, obj, _preload_content=False))
-            return "created"
-        if not _contains(current["spec"], obj["spec"]):
-            API_WRITES.labels(kind).inc()
-            await read_json(patch(name, ns, {"spec": obj["spec"]}, _preload_content=False, _content_type=MERGE))
-            return "updated"
-        return "unchanged"
+            if e.status == 404:
+                return None
+            raise
 
-    async def ensure_service(self, svc: dict) -> str:
-        return await self._ensure(svc, "service", self.core.read_namespaced_service,
-                                  self.core.create_namespaced_service, self.core.patch_namespaced_service)
-
-    async def ensure_pdb(self, pdb: dict) -> str:
-        return await self._ensure(pdb, "disruptionbudget", self.policy.read_namespaced_pod_disruption_budget,
-                                  self.policy.create_namespaced_pod_disruption_budget,
-                                  self.policy.patch_namespaced_pod_disruption_budget)
+    async def apply(self, obj: dict) -> dict:
+        """Server-side apply: the object becomes what `obj` says in every field it sets, created if missing.
+        Forced, so a field someone else changed comes back to the operator. Returns the object as applied."""
+        label, patch = self._patches[obj["kind"]]
+        API_WRITES.labels(label).inc()
+        meta = obj["metadata"]
+        return await read_json(patch(meta["name"], meta["namespace"], obj, field_manager=FIELD_MANAGER, force=True,
+                                     _preload_content=False, _content_type=APPLY))
 
     # network attachments
     async def get_nad(self, namespace: str, name: str) -> dict | None:
@@ -127,20 +139,6 @@ class Kube:
             return False
         except ApiException as e:
             return e.status == 404
-
-    async def ensure_nad(self, nad: dict) -> str:
-        ns, name = nad["metadata"]["namespace"], nad["metadata"]["name"]
-        current = await self.get_nad(ns, name)
-        if current is None:
-            API_WRITES.labels("attachment").inc()
-            await read_json(self.custom.create_namespaced_custom_object(*NAD[:2], ns, NAD[2], nad, _preload_content=False))
-            return "created"
-        if current.get("spec") != nad["spec"]:
-            API_WRITES.labels("attachment").inc()
-            await read_json(self.custom.patch_namespaced_custom_object(*NAD[:2], ns, NAD[2], name, {"spec": nad["spec"]},
-                                                               _preload_content=False, _content_type=MERGE))
-            return "updated"
-        return "unchanged"
 
     # pools
     async def get_pool(self, namespace: str, name: str) -> dict | None:
@@ -208,16 +206,6 @@ def api_message(e: ApiException) -> str:
         return json.loads(e.body).get("message") or f"{e.status} {e.reason}"
     except (TypeError, ValueError):
         return f"{e.status} {e.reason}"
-
-
-def _contains(have, want) -> bool:
-    """Does the live object already hold everything we want? Fields the API server fills in (a port's
-    protocol, say) are not differences: without this, every resync would patch again."""
-    if isinstance(want, dict):
-        return isinstance(have, dict) and all(_contains(have.get(k), v) for k, v in want.items())
-    if isinstance(want, list):
-        return isinstance(have, list) and len(have) == len(want) and all(map(_contains, have, want))
-    return have == want
 
 
 class NadCrdMissing(Exception):

@@ -1,9 +1,9 @@
 """One level-based reconcile of one pool, in named steps: read the pool -> ensure the owned objects (network
-attachment, Service, disruption budget, control token) -> observe (nodes and pods from the watches' caches,
-signals, draining workers) -> plan (pure, `plan.py`) -> apply the plan's writes -> status (pure,
-`status.py`). Safe to run any number of times; writes nothing when nothing changed. Pods are created by the
-operator itself so that it, not a ReplicaSet, chooses which worker goes. API errors on pod writes are folded
-into a ReplicaFailure condition instead of aborting the pass.
+attachment, Service, disruption budget, control token: `owned.py`) -> observe (nodes and pods from the
+watches' caches; signals and draining workers through a `WorkerClient`) -> plan (pure, `plan.py`) -> apply
+the plan's writes -> status (pure, `status.py`). Safe to run any number of times; writes nothing when nothing
+changed. Pods are created by the operator itself so that it, not a ReplicaSet, chooses which worker goes. API
+errors on pod writes are folded into a ReplicaFailure condition instead of aborting the pass.
 
 What a reconcile reads is sized for thousands of pools: pods and nodes come from watches (`podcache.py`,
 `watches.py`), never a LIST; the owned objects are read and ensured when the pool itself changed, on an
@@ -19,28 +19,27 @@ from dataclasses import dataclass, field
 from kubernetes_asyncio.client.exceptions import ApiException
 from pydantic import ValidationError
 
-from rewardpool_worker.contract import DRAIN_ANNOTATION, control_secret_name
+from rewardpool_worker.contract import DRAIN_ANNOTATION
 
 from . import conditions as C
 from . import podstatus
 from . import pool_metrics
 from . import reasons as R
-from . import signals as signals_mod
 from . import sizing as sizing_mod
 from . import status as status_mod
 from . import validate
-from .builders import (attachment_ref, control_secret, control_token, disruption_budget, headless_service,
-                       network_attachment, pod_template, template_hash)
-from .kube import Kube, NadCrdMissing, api_message
-from .observed import History, Network, Observed, Signals
+from .builders import attachment_ref, pod_template, template_hash
+from .findings import blocks_workers
+from .kube import Kube, api_message
+from .observed import History, Observed, Signals
+from .owned import Applied, Owned, ensure_owned
 from .plan import Plan, plan
 from .podcache import CREATE, DELETE, DRAIN, PodCache
 from .rollout import is_ready, pod_ip
-from .findings import Problem, blocks_workers
 from .spec import Pool
+from .worker_client import WorkerClient
 
 log = logging.getLogger("rewardpool.operator")
-PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
 OWNED_RESYNC_SECONDS = 60.0
 # Workers' /metrics are read at most this often per pool (and on every full reconcile): a burst of pod
 # events must not become a burst of scrapes, and at 10,000 workers reading each every few seconds cost the
@@ -54,30 +53,21 @@ NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/ra
 
 
 @dataclass
-class Owned:
-    """What ensuring the owned objects found, kept until they are looked at again."""
-    network: Network
-    token: str | None
-    problems: list[Problem]
-    generation: int
-    at: float
-
-
-@dataclass
-class Memo:
+class PoolMemory:
     """What the operator remembers between reconciles of a pool (lost on restart, which only makes it more
     careful): when a draining worker went silent, the store name each worker reported, the autoscaler's
-    history, what the owned objects looked like and the last signals read."""
+    history, what the owned objects looked like and what was last applied to them, and the last signals read."""
     silent_since: dict[str, float] = field(default_factory=dict)
     store_hostname: dict[str, str] = field(default_factory=dict)
     autoscaler: History = field(default_factory=History)
     owned: Owned | None = None
+    applied: dict[str, Applied] = field(default_factory=dict)
     signals: Signals | None = None
     signals_at: float = 0.0
 
 
-async def reconcile(kube: Kube, body: dict, nodes: dict[str, dict], pods: PodCache, memo: Memo,
-                    full: bool = True) -> tuple[dict | None, dict | None]:
+async def reconcile(kube: Kube, workers: WorkerClient, body: dict, nodes: dict[str, dict], pods: PodCache,
+                    memo: PoolMemory, full: bool = True) -> tuple[dict | None, dict | None]:
     """Reconcile one pool from the newest copy the controller holds; returns the status it computed and the
     pool as its status write returned it (None when nothing was written). A copy that turns out stale
     makes the status write fail with 409 (it is written over the resourceVersion read), and the controller
@@ -96,7 +86,7 @@ async def reconcile(kube: Kube, body: dict, nodes: dict[str, dict], pods: PodCac
     events: list[tuple[str, str, str]] = []
     owned = memo.owned
     if full or owned is None or owned.generation != gen or time.monotonic() - owned.at > OWNED_RESYNC_SECONDS:
-        owned = memo.owned = await _ensure_owned(kube, pool, gen, events)
+        owned = memo.owned = await ensure_owned(kube, pool, gen, memo.applied, events)
     for event in events:  # said before any pod write, so `kubectl describe` reads in the order things happened
         await _say(kube, body, *event)
 
@@ -109,13 +99,13 @@ async def reconcile(kube: Kube, body: dict, nodes: dict[str, dict], pods: PodCac
 
     template = pod_template(pool, sizing)
     problems = validate.findings(pool.spec, sizing, _rdma_nodes(pool, nodes), template) + owned.problems
-    observed = await _observe(pool, nodes, pods, memo, full)
+    observed = await _observe(workers, pool, nodes, pods, memo, full)
     observed.annotations = body["metadata"].get("annotations") or {}
     problems += podstatus.container_problems(observed.pods)  # image pulls, crash loops: said, not silent
 
     p = plan(pool, sizing, template, template_hash(template), observed, blocks_workers(problems),
              owned.network, old)
-    failures, scaled = await _apply(kube, body, pool, p, observed, pods, owned.token)
+    failures, scaled = await _apply(kube, workers, body, pool, p, observed, pods, owned.token)
     if p.scale is not None:
         memo.autoscaler = p.scale.history
 
@@ -129,79 +119,14 @@ async def reconcile(kube: Kube, body: dict, nodes: dict[str, dict], pods: PodCac
     return new, written
 
 
-# ---- ensure the owned objects ------------------------------------------------------------------------------
-async def _ensure_network(kube: Kube, pool: Pool, events: list) -> Network:
-    ref = attachment_ref(pool)
-    if ref is None:
-        return Network(True, R.POD_NETWORK_ONLY, "no RoCE attachment requested")
-    nad = network_attachment(pool)
-    try:
-        if nad is not None:
-            action = await kube.ensure_nad(nad)
-            master = pool.spec.network.ipvlan.master
-            if action != "unchanged":
-                reason = R.NETWORK_ATTACHMENT_CREATED if action == "created" else R.NETWORK_ATTACHMENT_UPDATED
-                events.append(("Normal", reason,
-                               f"{action} ipvlan attachment {ref[0]}/{ref[1]} on {master}"))
-            return Network(True, R.ATTACHMENT_READY, f"ipvlan on {master} ({ref[0]}/{ref[1]})")
-        if await kube.get_nad(*ref) is None:
-            return Network(False, R.ATTACHMENT_NOT_FOUND,
-                           f"NetworkAttachmentDefinition {ref[0]}/{ref[1]} named in network.attachment does not exist")
-        return Network(True, R.ATTACHMENT_READY, f"existing attachment {ref[0]}/{ref[1]}")
-    except NadCrdMissing:
-        return Network(False, R.NETWORK_ATTACHMENT_CRD_MISSING,
-                       "the cluster has no NetworkAttachmentDefinition CRD (k8s.cni.cncf.io/v1): install Multus; "
-                       "worker pods are not created until the RoCE network can be attached")
-
-
-async def _ensure_owned(kube: Kube, pool: Pool, generation: int, events: list) -> Owned:
-    network = await _ensure_network(kube, pool, events)
-    await _ensure_service_and_budget(kube, pool, events)
-    token, token_problem = await _ensure_control_token(kube, pool, events)
-    problems = [x for x in (token_problem, await _pod_security(kube, pool)) if x is not None]
-    return Owned(network, token, problems, generation, time.monotonic())
-
-
-async def _ensure_service_and_budget(kube: Kube, pool: Pool, events: list) -> None:
-    if await kube.ensure_service(headless_service(pool)) == "created":
-        events.append(("Normal", R.SERVICE_CREATED, f"created headless service {pool.name}-workers"))
-    if await kube.ensure_pdb(disruption_budget(pool)) == "created":
-        events.append(("Normal", R.DISRUPTION_BUDGET_CREATED, f"created PodDisruptionBudget {pool.name}"))
-
-
-async def _ensure_control_token(kube: Kube, pool: Pool, events: list) -> tuple[str | None, Problem | None]:
-    """The pool's control token, creating its Secret (with a fresh random token) when it is missing: deleting
-    the Secret is how a user rotates the token. A same-named Secret that is not ours is left alone."""
-    name = control_secret_name(pool.name)
-    current = await kube.get_secret(pool.namespace, name)
-    if current is None:
-        current = await kube.create_secret(control_secret(pool, secrets.token_urlsafe(32)))
-        events.append(("Normal", R.CONTROL_TOKEN_CREATED, f"created Secret {name} with a new control token"))
-    token = control_token(current)
-    if token is None:
-        return None, Problem(R.CONTROL_SECRET_CONFLICT, f"Secret {name} exists but is not this pool's control "
-                             "token (no control-token label or no token key); rename or delete it", True)
-    return token, None
-
-
 # ---- observe ---------------------------------------------------------------------------------------------------
 def _rdma_nodes(pool: Pool, nodes: dict[str, dict]) -> list[dict]:
     sel = pool.spec.placement.rdmaNodeSelector
     return [n for n in nodes.values() if all((n["metadata"].get("labels") or {}).get(k) == v for k, v in sel.items())]
 
 
-async def _pod_security(kube: Kube, pool: Pool) -> Problem | None:
-    """IPC_LOCK is outside Pod Security's baseline and restricted levels: say so before any create fails."""
-    level = ((await kube.get_namespace_labels(pool.namespace)) or {}).get(PSA_ENFORCE)
-    if level in ("baseline", "restricted"):
-        return Problem(R.POD_SECURITY_FORBIDS_IPC_LOCK,
-                       f"namespace {pool.namespace} enforces Pod Security level {level!r}, which forbids the "
-                       f"IPC_LOCK capability workers need to pin store memory; label the namespace "
-                       f"{PSA_ENFORCE}=privileged (the operator still adds nothing beyond IPC_LOCK)", True)
-    return None
-
-
-async def _observe(pool: Pool, nodes: dict[str, dict], cache: PodCache, memo: Memo, full: bool) -> Observed:
+async def _observe(workers: WorkerClient, pool: Pool, nodes: dict[str, dict], cache: PodCache, memo: PoolMemory,
+                   full: bool) -> Observed:
     pods = [x for x in cache.pods(pool.namespace, pool.name)
             if any(o.get("controller") and o.get("uid") == pool.uid for o in x["metadata"].get("ownerReferences") or [])
             or not pool.uid]
@@ -211,7 +136,7 @@ async def _observe(pool: Pool, nodes: dict[str, dict], cache: PodCache, memo: Me
     auto = pool.spec.autoscaling
     max_age = SIGNALS_MAX_AGE if auto is not None and auto.enabled else PASSIVE_SIGNALS_MAX_AGE
     if full or memo.signals is None or now - memo.signals_at >= max_age:
-        memo.signals, memo.signals_at = await signals_mod.read(ips, pool.spec.store.metricsAddress), now
+        memo.signals, memo.signals_at = await workers.signals(ips, pool.spec.store.metricsAddress), now
     signals = memo.signals
     obs = Observed(pods=pods, nodes=nodes, signals=signals, history=memo.autoscaler, now=now)
     names = {x["metadata"]["name"] for x in pods}
@@ -222,7 +147,7 @@ async def _observe(pool: Pool, nodes: dict[str, dict], cache: PodCache, memo: Me
         if DRAIN_ANNOTATION not in (pod["metadata"].get("annotations") or {}):
             continue
         name, ip = pod["metadata"]["name"], pod_ip(pod)
-        health = await signals_mod.worker_health(ip) if ip else None
+        health = await workers.health(ip) if ip else None
         obs.health[name] = health
         if health is None:
             obs.unreachable_for[name] = now - memo.silent_since.setdefault(name, now)
@@ -232,13 +157,13 @@ async def _observe(pool: Pool, nodes: dict[str, dict], cache: PodCache, memo: Me
                 memo.store_hostname[name] = health["store_hostname"]
         host = memo.store_hostname.get(name)
         if host and pool.spec.store.metricsAddress:
-            obs.segment_used[name] = await signals_mod.segment_used_bytes(pool.spec.store.metricsAddress, host)
+            obs.segment_used[name] = await workers.segment_used_bytes(pool.spec.store.metricsAddress, host)
     return obs
 
 
 # ---- apply -----------------------------------------------------------------------------------------------------
-async def _apply(kube: Kube, body: dict, pool: Pool, p: Plan, observed: Observed, cache: PodCache,
-                 token: str | None) -> tuple[list[tuple[str, str]], bool]:
+async def _apply(kube: Kube, workers: WorkerClient, body: dict, pool: Pool, p: Plan, observed: Observed,
+                 cache: PodCache, token: str | None) -> tuple[list[tuple[str, str]], bool]:
     """Carry out the plan; returns the refusals (an API refusal stops that kind of write for this pass and
     is reported) and whether the pool was scaled. Each pod write is expected in the cache before it goes out
     (see podcache.py), and its event is posted as soon as it is made, so an operator stopped mid-pass
@@ -266,7 +191,7 @@ async def _apply(kube: Kube, body: dict, pool: Pool, p: Plan, observed: Observed
         await _say(kube, body, "Normal", R.WORKER_DRAINING, f"draining worker pod {name} ({why}): no new batches")
         ip = pod_ip(by_name[name])
         if ip and token:  # the annotation is the request (the worker reads it too); the call makes it immediate
-            await signals_mod.request_drain(ip, token)
+            await workers.drain(ip, token)
     created_names: list[str] = []
     for _ in range(p.create):
         meta = {k: v for k, v in p.template["metadata"].items() if k != "generateName"}

@@ -1,0 +1,153 @@
+"""The objects a pool owns besides its pods, ensured: the ipvlan NetworkAttachmentDefinition (when the pool asks
+for one), the headless Service, the PodDisruptionBudget and the control-token Secret; and what decides whether
+workers may be created at all (an external attachment exists, the namespace's Pod Security level allows
+IPC_LOCK, the control Secret is ours).
+
+Service, budget and attachment are written by server-side apply (`Kube.apply`: field manager
+rewardpool-operator, forced), and only when one is needed (`needs_apply`): the object is missing, what the
+operator wants of it changed since its last apply, or someone changed it since and it no longer holds what the
+operator wants. A steady pool costs one read per object per look and no write. The Secret is created when it
+is missing and never written again: its token is drawn once, and deleting the Secret is how a user rotates it."""
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass
+
+from rewardpool_worker.contract import control_secret_name
+
+from . import reasons as R
+from .builders import (attachment_ref, control_secret, control_token, disruption_budget, headless_service,
+                       network_attachment)
+from .findings import Problem
+from .kube import Kube, NadCrdMissing
+from .observed import Network
+from .spec import Pool
+
+PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
+
+
+@dataclass
+class Owned:
+    """What ensuring the owned objects found, kept until they are looked at again."""
+    network: Network
+    token: str | None
+    problems: list[Problem]
+    generation: int
+    at: float
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What the operator last applied to one object, and the object's resourceVersion after it (or after the
+    last look that found it as wanted)."""
+    desired: dict
+    resource_version: str
+
+
+def _contains(have, want) -> bool:
+    """Does `have` hold everything in `want`? Fields the API server fills in (a port's protocol, say) are not
+    differences: without this, every look would write again."""
+    if isinstance(want, dict):
+        return isinstance(have, dict) and all(_contains(have.get(k), v) for k, v in want.items())
+    if isinstance(want, list):
+        return isinstance(have, list) and len(have) == len(want) and all(map(_contains, have, want))
+    return have == want
+
+
+def holds(live: dict, desired: dict) -> bool:
+    """Does the live object show everything the operator sets in it? What others add to it (a label, another
+    owner reference) is no difference: an apply would not remove it, so it would be applied again and again."""
+    meta, want = live.get("metadata") or {}, desired["metadata"]
+    refs = meta.get("ownerReferences") or []
+    body = {k: v for k, v in desired.items() if k not in ("apiVersion", "kind", "metadata")}  # spec, config...
+    return (all(_contains(meta.get(k), v) for k, v in want.items() if k != "ownerReferences")
+            and all(any(_contains(r, w) for r in refs) for w in want.get("ownerReferences") or [])
+            and _contains(live, body))
+
+
+def needs_apply(desired: dict, live: dict | None, last: Applied | None) -> bool:
+    """Whether to apply `desired` over `live` (None: missing), given what this operator last applied to it."""
+    if live is None:
+        return True  # never made, or deleted by someone
+    if last is not None and last.desired != desired:
+        return True  # the operator wants something else now (the apply also drops fields it no longer sets)
+    if last is not None and last.resource_version == live["metadata"].get("resourceVersion"):
+        return False  # untouched since
+    return not holds(live, desired)  # changed since (a controller's status, a user), or first seen after a restart
+
+
+async def ensure(kube: Kube, obj: dict, applied: dict[str, Applied]) -> str:
+    """Apply one owned object if it needs it; "created", "updated" or "unchanged". `applied` is the pool's
+    record of its last applies (PoolMemory.applied), updated here."""
+    meta = obj["metadata"]
+    key = f"{obj['kind']}/{meta['namespace']}/{meta['name']}"
+    live = await kube.get_owned(obj["kind"], meta["namespace"], meta["name"])
+    if not needs_apply(obj, live, applied.get(key)):
+        applied[key] = Applied(obj, live["metadata"].get("resourceVersion", ""))
+        return "unchanged"
+    done = await kube.apply(obj)
+    applied[key] = Applied(obj, done["metadata"].get("resourceVersion", ""))
+    return "created" if live is None else "updated"
+
+
+async def ensure_owned(kube: Kube, pool: Pool, generation: int, applied: dict[str, Applied],
+                       events: list) -> Owned:
+    """Ensure every owned object; the events to tell are appended to `events` (type, reason, message)."""
+    network = await _ensure_network(kube, pool, applied, events)
+    if await ensure(kube, headless_service(pool), applied) == "created":
+        events.append(("Normal", R.SERVICE_CREATED, f"created headless service {pool.name}-workers"))
+    if await ensure(kube, disruption_budget(pool), applied) == "created":
+        events.append(("Normal", R.DISRUPTION_BUDGET_CREATED, f"created PodDisruptionBudget {pool.name}"))
+    token, token_problem = await _ensure_control_token(kube, pool, events)
+    problems = [x for x in (token_problem, await _pod_security(kube, pool)) if x is not None]
+    return Owned(network, token, problems, generation, time.monotonic())
+
+
+async def _ensure_network(kube: Kube, pool: Pool, applied: dict[str, Applied], events: list) -> Network:
+    ref = attachment_ref(pool)
+    if ref is None:
+        return Network(True, R.POD_NETWORK_ONLY, "no RoCE attachment requested")
+    nad = network_attachment(pool)
+    try:
+        if nad is not None:
+            action = await ensure(kube, nad, applied)
+            master = pool.spec.network.ipvlan.master
+            if action != "unchanged":
+                reason = R.NETWORK_ATTACHMENT_CREATED if action == "created" else R.NETWORK_ATTACHMENT_UPDATED
+                events.append(("Normal", reason, f"{action} ipvlan attachment {ref[0]}/{ref[1]} on {master}"))
+            return Network(True, R.ATTACHMENT_READY, f"ipvlan on {master} ({ref[0]}/{ref[1]})")
+        if await kube.get_nad(*ref) is None:
+            return Network(False, R.ATTACHMENT_NOT_FOUND,
+                           f"NetworkAttachmentDefinition {ref[0]}/{ref[1]} named in network.attachment does not exist")
+        return Network(True, R.ATTACHMENT_READY, f"existing attachment {ref[0]}/{ref[1]}")
+    except NadCrdMissing:
+        return Network(False, R.NETWORK_ATTACHMENT_CRD_MISSING,
+                       "the cluster has no NetworkAttachmentDefinition CRD (k8s.cni.cncf.io/v1): install Multus; "
+                       "worker pods are not created until the RoCE network can be attached")
+
+
+async def _ensure_control_token(kube: Kube, pool: Pool, events: list) -> tuple[str | None, Problem | None]:
+    """The pool's control token, creating its Secret (with a fresh random token) when it is missing. A
+    same-named Secret that is not ours is left alone."""
+    name = control_secret_name(pool.name)
+    current = await kube.get_secret(pool.namespace, name)
+    if current is None:
+        current = await kube.create_secret(control_secret(pool, secrets.token_urlsafe(32)))
+        events.append(("Normal", R.CONTROL_TOKEN_CREATED, f"created Secret {name} with a new control token"))
+    token = control_token(current)
+    if token is None:
+        return None, Problem(R.CONTROL_SECRET_CONFLICT, f"Secret {name} exists but is not this pool's control "
+                             "token (no control-token label or no token key); rename or delete it", True)
+    return token, None
+
+
+async def _pod_security(kube: Kube, pool: Pool) -> Problem | None:
+    """IPC_LOCK is outside Pod Security's baseline and restricted levels: say so before any create fails."""
+    level = ((await kube.get_namespace_labels(pool.namespace)) or {}).get(PSA_ENFORCE)
+    if level in ("baseline", "restricted"):
+        return Problem(R.POD_SECURITY_FORBIDS_IPC_LOCK,
+                       f"namespace {pool.namespace} enforces Pod Security level {level!r}, which forbids the "
+                       f"IPC_LOCK capability workers need to pin store memory; label the namespace "
+                       f"{PSA_ENFORCE}=privileged (the operator still adds nothing beyond IPC_LOCK)", True)
+    return None
