@@ -1,0 +1,136 @@
+"""Fakes of what a reconcile talks to, for unit tests of a whole pass: the Kubernetes API as `Kube` offers it
+(objects kept in a dict, every write recorded) and the workers' HTTP as `WorkerClient` offers it (answers set
+by the test). They do only what the real ones are documented to do; what the API server itself decides
+(admission, defaulting, garbage collection) is left to the integration tests."""
+from __future__ import annotations
+
+import base64
+import copy
+import itertools
+
+from rewardpool_operator.kube import NadCrdMissing
+from rewardpool_operator.observed import Signals
+
+
+class FakeKube:
+    """`Kube`'s methods over an in-memory store. `writes` lists (verb, kind, name) in order, `events` (type,
+    reason, message), `statuses` each status written."""
+
+    def __init__(self, namespace_labels: dict[str, str] | None = None, nad_crd: bool = True):
+        self.objects: dict[tuple[str, str, str], dict] = {}  # (kind, namespace, name) -> object
+        self.writes: list[tuple[str, str, str]] = []
+        self.events: list[tuple[str, str, str]] = []
+        self.statuses: list[dict] = []
+        self.namespace_labels = namespace_labels or {}
+        self.nad_crd = nad_crd
+        self._rv = itertools.count(100)
+
+    def _stamp(self, obj: dict) -> dict:
+        obj["metadata"]["resourceVersion"] = str(next(self._rv))
+        return copy.deepcopy(obj)
+
+    def put(self, obj: dict) -> dict:
+        """Store an object as someone else wrote it (no write recorded)."""
+        meta = obj["metadata"]
+        self.objects[(obj["kind"], meta["namespace"], meta["name"])] = copy.deepcopy(obj)
+        return self._stamp(self.objects[(obj["kind"], meta["namespace"], meta["name"])])
+
+    def get(self, kind: str, namespace: str, name: str) -> dict | None:
+        obj = self.objects.get((kind, namespace, name))
+        return copy.deepcopy(obj) if obj is not None else None
+
+    def kinds(self, verb: str | None = None) -> list[str]:
+        return [k for v, k, _ in self.writes if verb is None or v == verb]
+
+    # owned objects
+    async def get_owned(self, kind: str, namespace: str, name: str) -> dict | None:
+        if kind == "NetworkAttachmentDefinition" and not self.nad_crd:
+            raise NadCrdMissing()
+        return self.get(kind, namespace, name)
+
+    async def apply(self, obj: dict) -> dict:
+        """Server-side apply, as far as these objects need it: the fields set replace the live ones."""
+        meta = obj["metadata"]
+        self.writes.append(("apply", obj["kind"], meta["name"]))
+        live = self.objects.get((obj["kind"], meta["namespace"], meta["name"])) or {}
+        merged = {**live, **copy.deepcopy(obj), "metadata": {**live.get("metadata", {}), **copy.deepcopy(meta)}}
+        self.objects[(obj["kind"], meta["namespace"], meta["name"])] = merged
+        return self._stamp(merged)
+
+    async def get_nad(self, namespace: str, name: str) -> dict | None:
+        return await self.get_owned("NetworkAttachmentDefinition", namespace, name)
+
+    # secrets
+    async def get_secret(self, namespace: str, name: str) -> dict | None:
+        return self.get("Secret", namespace, name)
+
+    async def create_secret(self, secret: dict) -> dict:
+        self.writes.append(("create", "Secret", secret["metadata"]["name"]))
+        return self.put(secret)
+
+    def token(self, namespace: str, name: str) -> str:
+        return base64.b64decode(self.objects[("Secret", namespace, name)]["data"]["token"]).decode()
+
+    # namespaces
+    async def get_namespace_labels(self, name: str) -> dict[str, str] | None:
+        return dict(self.namespace_labels)
+
+    # pods
+    async def create_pod(self, namespace: str, pod: dict) -> dict:
+        self.writes.append(("create", "Pod", pod["metadata"]["name"]))
+        return self.put({**copy.deepcopy(pod), "kind": "Pod",
+                         "metadata": {**pod["metadata"], "namespace": namespace}})
+
+    async def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        self.writes.append(("annotate", "Pod", name))
+        meta = self.objects[("Pod", namespace, name)]["metadata"]
+        meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+        self._stamp(self.objects[("Pod", namespace, name)])
+
+    async def delete_pod(self, namespace: str, name: str) -> None:
+        self.writes.append(("delete", "Pod", name))
+        self.objects.pop(("Pod", namespace, name), None)
+
+    def pods(self, namespace: str = "ns") -> list[dict]:
+        return [copy.deepcopy(o) for (k, ns, _), o in sorted(self.objects.items()) if k == "Pod" and ns == namespace]
+
+    # pools
+    async def patch_pool_status(self, namespace: str, name: str, status: dict,
+                                resource_version: str | None = None) -> dict:
+        self.writes.append(("status", "RewardPool", name))
+        self.statuses.append(copy.deepcopy(status))
+        return {"metadata": {"namespace": namespace, "name": name, "resourceVersion": str(next(self._rv))},
+                "status": copy.deepcopy(status)}
+
+    async def patch_pool_scale(self, namespace: str, name: str, replicas: int,
+                               resource_version: str | None = None) -> None:
+        self.writes.append(("scale", "RewardPool", name))
+
+    async def event(self, pool: dict, type_: str, reason: str, message: str) -> None:
+        self.events.append((type_, reason, message))
+
+
+class FakeWorkers:
+    """`WorkerClient` with answers the test sets: `queues` by pod IP (absent: silent), `healths` by pod IP,
+    `segments` by segment name; every drain request is recorded in `drains` as (ip, token)."""
+
+    def __init__(self):
+        self.queues: dict[str, int] = {}
+        self.healths: dict[str, dict] = {}
+        self.segments: dict[str, int] = {}
+        self.drains: list[tuple[str, str]] = []
+
+    async def signals(self, pod_ips: list[str], master_metrics: str | None) -> Signals:
+        answered = {ip: self.queues[ip] for ip in pod_ips if ip in self.queues}
+        total = sum(answered.values()) if answered else None
+        return Signals(total, 0 if answered else None, None, len(answered), answered)
+
+    async def health(self, pod_ip: str) -> dict | None:
+        return self.healths.get(pod_ip)
+
+    async def drain(self, pod_ip: str, token: str) -> bool:
+        self.drains.append((pod_ip, token))
+        return True
+
+    async def segment_used_bytes(self, master_metrics: str, segment: str) -> int | None:
+        return self.segments.get(segment)

@@ -1,0 +1,180 @@
+"""One reconcile pass of a pool end to end, on fakes of the Kubernetes API and of the workers' HTTP
+(tests/unit/fakes.py): what it writes (owned objects by apply, the control Secret, pods with the template
+hash, status conditions, events) and, as important, what it does not write once nothing changed. The same
+on the real control plane: tests/integration/test_operator.py."""
+from __future__ import annotations
+
+import asyncio
+
+from rewardpool_operator.podcache import PodCache
+from rewardpool_operator.reconcile import PoolMemory, reconcile
+from rewardpool_operator.spec import HASH_LABEL, POOL_LABEL
+from rewardpool_worker.contract import DRAIN_ANNOTATION
+from tests.unit.fakes import FakeKube, FakeWorkers
+
+RDMA = {"feature.node.kubernetes.io/rdma.capable": "true"}
+NODES = {"n0": {"metadata": {"name": "n0", "labels": RDMA}, "status": {
+    "allocatable": {"memory": "2Ti", "rdma/rdma_shared_device_a": "4"},
+    "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}}
+
+
+def manifest(replicas=2, generation=1, **spec) -> dict:
+    base = {"replicas": replicas, "image": "img:1", "scorer": {"name": "pickscore", "numFrames": 8},
+            "store": {"master": "mc:50051", "devices": ["mlx5_0"]},
+            "sizing": {"samplesPerRollout": 64, "outputBytesPerSample": "269M"},
+            "network": {"ipvlan": {"master": "bond0", "ipam": {"type": "whereabouts", "range": "192.168.9.0/24"}}},
+            "drainTimeoutSeconds": 600}
+    base.update(spec)
+    return {"apiVersion": "rewardpool.io/v1alpha1", "kind": "RewardPool",
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "generation": generation,
+                         "resourceVersion": "1"}, "spec": base}
+
+
+class World:
+    """A pool, the fakes and the operator's memory of the pool, passed from one reconcile to the next."""
+
+    def __init__(self, **spec):
+        self.kube, self.workers = FakeKube(), FakeWorkers()
+        self.cache = PodCache()
+        self.watch = self.cache.handler(None)
+        self.memory = PoolMemory()
+        self.body = manifest(**spec)
+
+    def reconcile(self, full=True) -> dict | None:
+        status, written = asyncio.run(reconcile(self.kube, self.workers, self.body, NODES, self.cache, self.memory,
+                                                full=full))
+        if written is not None:
+            self.body = {**self.body, "status": written["status"],
+                         "metadata": {**self.body["metadata"], **written["metadata"]}}
+        return status
+
+    def pods_seen(self, ready=True):
+        """The pod watch delivers every pod as the fake API holds it, scheduled and (by default) Ready."""
+        for i, pod in enumerate(self.kube.pods()):
+            pod["spec"]["nodeName"] = "n0"
+            pod["status"] = {"phase": "Running", "podIP": f"10.0.0.{i + 1}",
+                             "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}
+            self.kube.objects[("Pod", "ns", pod["metadata"]["name"])] = pod
+            self.watch("MODIFIED", pod)
+
+    def since(self, mark: int) -> list[tuple[str, str, str]]:
+        return self.kube.writes[mark:]
+
+
+def conditions(status: dict) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+
+
+def test_a_new_pool_gets_its_objects_pods_status_and_events_in_one_pass():
+    w = World()
+    status = w.reconcile()
+    k = w.kube
+    assert sorted(k.kinds("apply")) == ["NetworkAttachmentDefinition", "PodDisruptionBudget", "Service"]
+    assert k.kinds("create") == ["Secret", "Pod", "Pod"] and k.kinds("status") == ["RewardPool"]
+    pods = k.pods()
+    assert len({p["metadata"]["name"] for p in pods}) == 2
+    assert all(p["metadata"]["name"].startswith("p-") and len(p["metadata"]["name"]) == 7 for p in pods)
+    want_hash = {p["metadata"]["labels"][HASH_LABEL] for p in pods}
+    assert len(want_hash) == 1 and all(p["metadata"]["labels"][POOL_LABEL] == "p" for p in pods)
+    assert all(p["metadata"]["ownerReferences"][0]["uid"] == "u-1" for p in pods)
+    assert len(k.token("ns", "p-control")) >= 40
+
+    assert conditions(status) == {"InvalidSpec": ("False", "SpecValid"), "NetworkReady": ("True", "AttachmentReady"),
+                                  "Degraded": ("False", "AsExpected"), "ReplicaFailure": ("False", "NoFailures"),
+                                  "Progressing": ("True", "WaitingForReady"), "Ready": ("False", "WorkersNotReady")}
+    assert status["replicas"] == 2 and status["readyReplicas"] == 0 and status["selector"] == f"{POOL_LABEL}=p"
+    assert k.statuses[-1] == status
+    reasons = [r for _, r, _ in k.events]
+    assert reasons == ["NetworkAttachmentCreated", "ServiceCreated", "DisruptionBudgetCreated",
+                       "ControlTokenCreated", "WorkerCreated"]
+    assert all(t == "Normal" for t, _, _ in k.events) and "created 2 worker pods" in k.events[-1][2]
+
+
+def test_nothing_is_written_until_the_watch_shows_the_created_pods():
+    w = World()
+    w.reconcile()
+    mark = len(w.kube.writes)
+    w.reconcile(full=False)  # the cache has not seen the two creates yet: no second pair of pods
+    assert w.since(mark) == []
+
+
+def test_a_steady_pool_costs_no_writes_even_when_everything_is_looked_at():
+    w = World()
+    w.reconcile()
+    w.pods_seen()
+    status = w.reconcile()  # Ready now: one status write, nothing else
+    assert [v for v, _, _ in w.since(5)][-1] == "status"
+    assert conditions(status)["Ready"] == ("True", "AllWorkersReady")
+    assert conditions(status)["Progressing"] == ("False", "Stable")
+    mark, n_events = len(w.kube.writes), len(w.kube.events)
+    for full in (True, False, True):  # full: the owned objects are read again, and found as wanted
+        w.reconcile(full=full)
+    assert w.since(mark) == [] and len(w.kube.events) == n_events
+
+
+def test_owned_objects_are_applied_again_only_when_they_drifted_or_went_missing():
+    w = World()
+    w.reconcile()
+    w.pods_seen()
+    w.reconcile()
+    mark = len(w.kube.writes)
+    token = w.kube.token("ns", "p-control")
+
+    # Someone else's change that leaves what the operator set (the disruption controller's status): no write.
+    pdb = w.kube.get("PodDisruptionBudget", "ns", "p")
+    w.kube.put({**pdb, "status": {"currentHealthy": 2}})
+    # A user's edit of a field the operator sets, and a deleted Service: both applied back.
+    nad = w.kube.get("NetworkAttachmentDefinition", "ns", "p-roce")
+    w.kube.put({**nad, "spec": {"config": "{}"}})
+    del w.kube.objects[("Service", "ns", "p-workers")]
+    w.reconcile()
+    assert sorted(w.since(mark)) == [("apply", "NetworkAttachmentDefinition", "p-roce"),
+                                     ("apply", "Service", "p-workers")]
+    assert w.kube.get("NetworkAttachmentDefinition", "ns", "p-roce")["spec"] == nad["spec"]
+    assert [r for _, r, _ in w.kube.events[-2:]] == ["NetworkAttachmentUpdated", "ServiceCreated"]
+    assert w.kube.token("ns", "p-control") == token  # the Secret is never rewritten
+
+    # A deleted Secret is created again, with a new token (how a user rotates it).
+    del w.kube.objects[("Secret", "ns", "p-control")]
+    mark = len(w.kube.writes)
+    w.reconcile()
+    assert w.since(mark) == [("create", "Secret", "p-control")] and w.kube.token("ns", "p-control") != token
+
+
+def test_a_scale_in_drains_through_the_worker_client_then_deletes_the_drained_worker():
+    w = World(replicas=2)
+    w.reconcile()
+    w.pods_seen()
+    w.reconcile()
+    w.workers.queues = {"10.0.0.1": 0, "10.0.0.2": 3}  # the idle worker is the one to go
+    w.body["spec"]["replicas"] = 1
+    w.body["metadata"]["generation"] = 2
+    mark = len(w.kube.writes)
+    status = w.reconcile()
+    annotated = [n for v, _, n in w.since(mark) if v == "annotate"]
+    idle = next(p["metadata"]["name"] for p in w.kube.pods() if p["status"]["podIP"] == "10.0.0.1")
+    assert annotated == [idle]
+    assert w.workers.drains == [("10.0.0.1", w.kube.token("ns", "p-control"))]
+    assert ("Normal", "WorkerDraining") in [(t, r) for t, r, _ in w.kube.events]
+    assert status["drainingReplicas"] == 1
+
+    pod = w.kube.get("Pod", "ns", idle)
+    w.watch("MODIFIED", pod)  # the watch shows the drain annotation
+    assert DRAIN_ANNOTATION in pod["metadata"]["annotations"]
+    w.workers.healths["10.0.0.1"] = {"phase": "drained", "in_flight": 0}
+    mark = len(w.kube.writes)
+    status = w.reconcile()
+    assert [(v, n) for v, _, n in w.since(mark) if v != "status"] == [("delete", idle)]
+    assert [r for t, r, _ in w.kube.events][-1] == "WorkerDeleted"
+
+
+def test_a_blocking_finding_creates_no_worker_and_says_why():
+    w = World(scorer={"name": "pikscore"})
+    status = w.reconcile()
+    assert "Pod" not in w.kube.kinds() and w.kube.kinds("status") == ["RewardPool"]
+    assert conditions(status)["InvalidSpec"] == ("True", "UnknownScorer")
+    assert conditions(status)["Ready"] == ("False", "Blocked")
+    assert ("Warning", "UnknownScorer") in [(t, r) for t, r, _ in w.kube.events]
+    mark, n_events = len(w.kube.writes), len(w.kube.events)
+    w.reconcile()
+    assert w.since(mark) == [] and len(w.kube.events) == n_events  # told once, not on every pass
