@@ -19,7 +19,7 @@ import torch
 from ..contract import READ_SLOTS
 from ..errors import Cancelled, Overloaded, ScorerError
 from ..records import OutputRef
-from ..scorers.base import warm_up
+from ..scorers.base import option, warm_up
 from .reader import RegisteredTensorReader
 
 log = logging.getLogger("rewardpool.worker.actor")
@@ -162,7 +162,7 @@ class StoredOutputRewardActor:
         lease = reader.view_many(refs) if refs else None
         try:
             views = iter(lease.tensors) if lease else iter(())
-            if getattr(self.scorer, "copy_outputs", False):  # a scorer that keeps outputs gets its own copies
+            if option(self.scorer, "copy_outputs"):  # a scorer that keeps outputs gets its own copies
                 views = iter([v.clone() for v in views])
             tensors = [next(views) if isinstance(o, OutputRef) else o for o in outputs]
             del views

@@ -8,6 +8,7 @@ import importlib
 import inspect
 
 from ..contract import BUILTIN_SCORERS, ScorerConfig, WorkerConfig
+from .base import Scorer, ScorerOptions, option, warm_up  # noqa: F401 (re-exported: what a custom scorer implements)
 from .mixture import WeightedMixture
 
 
@@ -64,5 +65,5 @@ def frames_declared(scorer) -> list[int] | None:
     """The num_frames of each scorer a worker hosts (a mixture's components) when every one picks frames with a
     count set; None when any needs whole outputs (then inline outputs are sent whole)."""
     parts = [s for _, _, s in scorer.components] if isinstance(scorer, WeightedMixture) else [scorer]
-    counts = [getattr(s, "num_frames", None) if getattr(s, "picks_frames", False) else None for s in parts]
+    counts = [option(s, "num_frames") if option(s, "picks_frames") else None for s in parts]
     return None if any(k is None for k in counts) else counts

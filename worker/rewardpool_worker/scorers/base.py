@@ -9,34 +9,43 @@ Built-in scorers are listed in the contract's `BUILTIN_SCORERS` (a module here p
 one is named by import path `package.module:Class` in the pool's `scorer.class`."""
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 
 @runtime_checkable
 class Scorer(Protocol):
-    """A reward model the worker hosts. Only `score_batch` is required; the attributes are optional and read
-    with their defaults below when a class does not set them.
-
-    The constructor takes any of model_path, processor_path (default model_path), device ("cpu" or "cuda",
-    resolved), num_frames, dtype and frames_per_forward that it declares, plus the pool's `scorer.args`."""
-
-    # True: the worker gives this scorer private copies of the outputs instead of views of its read buffer.
-    copy_outputs: ClassVar[bool]
-    # True: the scorer looks only at `frames.pick_frames(output, self.num_frames, self.quantise)`, so the client
-    # may send an inline video cut to those frames (a `frames.FrameSubset`, which pick_frames takes as a tensor).
-    picks_frames: ClassVar[bool]
-    # How picked float frames become uint8 ("truncate", the framework's `.to(torch.uint8)`, or "round").
-    quantise: ClassVar[Literal["truncate", "round"]]
-    num_frames: int | None  # frames picked per output by the frame rule; None: all of them
+    """A reward model the worker hosts: `score_batch` is all it must have. The constructor takes any of
+    model_path, processor_path (default model_path), device ("cpu" or "cuda", resolved), num_frames, dtype and
+    frames_per_forward that it declares, plus the pool's `scorer.args`."""
 
     def score_batch(self, outputs: list[Any], prompts: list[str]) -> list[float]:
         """One score per output, in order: outputs are (C, F, H, W) or (C, H, W) tensors (or FrameSubsets),
-        prompts the texts they were generated from. A mixture's result is a dict per output instead."""
+        prompts the texts they were generated from. A mixture returns a dict per output instead."""
         ...
 
+
+class ScorerOptions(Protocol):
+    """What a scorer may also declare; the worker reads each with `option(scorer, name)`, so a scorer without
+    it gets the default in OPTION_DEFAULTS."""
+
+    copy_outputs: bool  # True: private copies of the outputs instead of views of the read buffer
+    # True: looks only at `frames.pick_frames(output, self.num_frames, self.quantise)`, so the client may send an
+    # inline video cut to those frames (a `frames.FrameSubset`, which pick_frames takes as a tensor)
+    picks_frames: bool
+    quantise: Literal["truncate", "round"]  # float frames to uint8: the framework's `.to(torch.uint8)`, or round
+    num_frames: int | None  # frames picked per output by the frame rule; None: all of them
+
     def warmup(self) -> None:
-        """Optional: one forward before the worker is Ready (default: score one black 224x224 frame)."""
+        """One forward before the worker is Ready (without it: one black 224x224 frame is scored)."""
         ...
+
+
+OPTION_DEFAULTS: dict[str, Any] = {"copy_outputs": False, "picks_frames": False, "quantise": "truncate",
+                                   "num_frames": None}
+
+
+def option(scorer, name: str):
+    return getattr(scorer, name, OPTION_DEFAULTS[name])
 
 
 def warm_up(scorer) -> None:

@@ -3,6 +3,8 @@ every component's score and their weighted sum, in the framework's `{component..
 (as its weighted_mixture_rm logs them)."""
 from __future__ import annotations
 
+from .base import option, warm_up
+
 WEIGHTED = "weighted"
 
 
@@ -12,7 +14,7 @@ class WeightedMixture:
         if len(set(names)) != len(names) or WEIGHTED in names:
             raise ValueError(f"mixture components need distinct names other than {WEIGHTED!r}: {names}")
         self.components = components
-        self.copy_outputs = any(getattr(s, "copy_outputs", False) for _, _, s in components)
+        self.copy_outputs = any(option(s, "copy_outputs") for _, _, s in components)
 
     def score_batch(self, outputs, prompts) -> list[dict[str, float]]:
         results: list[dict[str, float]] = [{} for _ in outputs]
@@ -27,7 +29,5 @@ class WeightedMixture:
         return results
 
     def warmup(self) -> None:
-        from .base import warm_up
-
         for _, _, scorer in self.components:
             warm_up(scorer)

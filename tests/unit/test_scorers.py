@@ -1,0 +1,88 @@
+"""Scorers by registry: every built-in the contract lists resolves to a class with the Scorer interface and is
+built by the one path custom scorers take; a new built-in is its module plus one registry line, and the
+operator's validation and sizing see it through the contract alone."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rewardpool_operator import builders, sizing, validate
+from rewardpool_operator.spec import Pool
+from rewardpool_worker import contract
+from rewardpool_worker.contract import BUILTIN_SCORERS, BuiltinScorer, ScorerConfig
+from rewardpool_worker.scorers import Scorer, build_scorer, scorer_class, warm_up
+
+GiB = 2**30
+
+
+class Brightness:
+    """A stand-in for a new built-in: the max of the picked frames."""
+    picks_frames = True
+    quantise = "truncate"
+
+    def __init__(self, num_frames: int | None = None):
+        self.num_frames = num_frames
+        self.warmed = 0
+
+    def score_batch(self, outputs, prompts):
+        return [float(o.float().max() / 255.0) for o in outputs]
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN_SCORERS))
+def test_every_builtin_resolves_to_a_scorer(name):
+    cls = scorer_class(name)
+    assert f"{cls.__module__}:{cls.__name__}" == BUILTIN_SCORERS[name].cls
+    assert callable(cls.score_batch)
+
+
+def test_a_builtin_takes_the_common_path():
+    s = build_scorer(ScorerConfig(name="mean-intensity", num_frames=2, device="cpu"))
+    assert isinstance(s, Scorer) and s.num_frames == 2
+    video = torch.zeros(3, 4, 2, 2, dtype=torch.uint8)
+    video[:, 3] = 255  # frames 0 and 3 are picked of 4: half the picked pixels are white
+    assert s.score_batch([video], ["p"]) == [0.5]
+    with pytest.raises(TypeError, match=r"takes no argument\(s\) \['gamma'\]"):
+        build_scorer(ScorerConfig(name="mean-intensity", args={"gamma": 2}))
+
+
+def test_an_unknown_name_lists_the_builtins():
+    with pytest.raises(ValueError, match="use a built-in \\(pickscore, mean-intensity\\)"):
+        scorer_class("pickscor")
+
+
+def test_a_new_builtin_is_one_registry_line(monkeypatch):
+    monkeypatch.setitem(BUILTIN_SCORERS, "brightness",
+                        BuiltinScorer(f"{__name__}:Brightness", model_bytes=GiB, gpu_bytes_per_frame=2**20))
+    # the worker builds it
+    s = build_scorer(ScorerConfig(name="brightness", num_frames=1))
+    assert isinstance(s, Brightness) and s.score_batch([torch.full((3, 2, 2), 51, dtype=torch.uint8)], ["p"]) == [pytest.approx(0.2)]
+    # the operator accepts the name and sizes its model from the same line
+    pool = Pool.from_object({"metadata": {"name": "p", "namespace": "ns", "uid": "u"}, "spec": {
+        "image": "w:1", "scorer": {"name": "brightness"}, "store": {"master": "mc:50051", "protocol": "tcp", "segmentSize": "1Gi"}}})
+    size = sizing.compute(pool.spec)
+    reasons = [p.reason for p in validate.check(pool.spec, builders.pod_template(pool, size))]
+    assert "UnknownScorer" not in reasons and size.model_bytes == GiB
+    monkeypatch.delitem(BUILTIN_SCORERS, "brightness")
+    assert "UnknownScorer" in [p.reason for p in validate.check(pool.spec, builders.pod_template(pool, size))]
+
+
+def test_warm_up_runs_the_scorers_own_or_one_black_frame():
+    seen = []
+
+    class Own(Brightness):
+        def warmup(self):
+            seen.append("own")
+
+    class Plain(Brightness):
+        def score_batch(self, outputs, prompts):
+            seen.append((tuple(outputs[0].shape), outputs[0].dtype, prompts))
+            return [0.0]
+
+    warm_up(Own())
+    warm_up(Plain())
+    assert seen == ["own", ((3, 1, 224, 224), torch.uint8, ["warm-up"])]
+
+
+def test_the_registry_is_in_the_contract_and_the_contract_imports_no_scorer():
+    assert contract.BUILTIN_SCORERS is BUILTIN_SCORERS
+    assert BUILTIN_SCORERS["pickscore"].model_bytes == 4 * GiB  # CLIP-H/14 weights in host memory
