@@ -1,4 +1,4 @@
-"""Prometheus metrics of a worker, served on /metrics (names in the contract, config.WorkerMetricNames;
+"""Prometheus metrics of a worker, served on /metrics (names in the contract, contract.WorkerMetricNames;
 releases are counted where they happen: in the pool client's process). The actor process keeps the counts;
 the entrypoint copies them into these collectors once a second (the HTTP server lives in the entrypoint)."""
 from __future__ import annotations
