@@ -89,3 +89,34 @@ def test_pick_frames_of_an_image_and_bad_shapes():
     assert frames.pick_frames(img, 4).shape == (1, 8, 8, 3)
     with pytest.raises(ValueError, match="expected an image"):
         frames.pick_frames(torch.rand(8, 8), None)
+
+
+@pytest.mark.parametrize("shape,dtype,counts", [
+    ((3, 121, 4, 6), torch.uint8, [3]), ((3, 121, 4, 6), torch.float32, [1]), ((3, 16, 2, 2), torch.float16, [8]),
+    ((1, 5, 3, 3), torch.int32, [2, 4]), ((2, 30, 1, 1), torch.uint8, [15]), ((3, 9, 2, 5), torch.bfloat16, [8]),
+])
+def test_frame_ranges_read_exactly_the_picked_frames(shape, dtype, counts):
+    # Oracle: torch's own indexing of the whole tensor, compared byte for byte with what the ranges gather.
+    x = (torch.arange(torch.Size(shape).numel()) % 251).to(dtype).reshape(shape)
+    idx = frames.picked_frames(shape, counts)
+    assert idx == frames.union_indices(shape[1], counts) and len(idx) < shape[1]
+    src = x.contiguous().view(-1).view(torch.uint8)
+    ranges = frames.frame_ranges(shape, x.element_size(), idx)
+    out = torch.empty(sum(n for _, _, n in ranges), dtype=torch.uint8)
+    for dst, off, n in ranges:
+        out[dst:dst + n] = src[off:off + n]
+    want = x[:, idx].contiguous()
+    assert torch.equal(out.view(dtype).view(want.shape), want)
+    assert len(ranges) <= shape[0] * len(idx)
+    assert out.numel() == x.numel() * x.element_size() // shape[1] * len(idx)  # k/F of the bytes
+
+
+def test_consecutive_frames_are_one_range_per_channel():
+    assert frames.frame_ranges((2, 10, 1, 1), 4, [3, 4, 5, 8]) == [(0, 12, 12), (12, 32, 4), (16, 52, 12), (28, 72, 4)]
+
+
+@pytest.mark.parametrize("shape,counts", [((3, 8, 2, 2), None), ((3, 2, 2), [1]), ((3, 8, 2, 2), [8]),
+                                          ((3, 9, 2, 2), [8, 1]), ((3, 4, 2, 2), [4, 1])])
+def test_whole_reads_where_no_frame_would_be_left_out(shape, counts):
+    # no declared frames, an image, or frames that together cover the video: nothing to leave out
+    assert frames.picked_frames(shape, counts) is None

@@ -7,10 +7,11 @@ import pytest
 import torch
 
 from rewardpool_worker.runtime.slots import StoredOutputRewardActor
-from rewardpool_worker.contract import ScorerConfig
+from rewardpool_worker.contract import ScorerConfig, WorkerConfig
+from rewardpool_worker.frames import union_indices
 from rewardpool_worker.runtime.reader import RegisteredTensorReader
 from rewardpool_worker.records import put_output
-from rewardpool_worker.scorers import build_scorer
+from rewardpool_worker.scorers import build_scorer, build_scorers
 from tests.worker import pickscore_reference as ref
 from tests.worker import tiny_clip
 
@@ -93,6 +94,34 @@ def test_stored_outputs_score_as_the_inline_ones(store, clip_dir):
     assert stored == scorer.score_batch([c[1] for c in cases], prompts)
     assert all(close(s, ref.score(scorer.model, ref.processor(clip_dir), out, pr, 4))
                for s, (_, out, pr) in zip(stored, cases))
+
+
+def test_ranged_reads_score_bit_identically_to_whole_reads(store, clip_dir):
+    # LTX-2.3-shaped videos (121 frames, small H and W), PickScore alone at numFrames 3 and in a mixture with a
+    # scorer picking 8: the ranged path reads the union of their frames only, and every score is the whole
+    # read's, to the bit.
+    g = _gen(4242)
+    videos = [torch.rand(3, 121, 36, 44, generator=g), torch.randint(0, 256, (3, 121, 36, 44), generator=g,
+                                                                     dtype=torch.uint8), torch.rand(3, 40, 40, generator=g)]
+    refs = [put_output(store, f"ranged-ps-{i}", v) for i, v in enumerate(videos)]
+    prompts = ["a lighthouse", "a fox in snow", "a still life"]
+    pick = ScorerConfig(name="pickscore", num_frames=3, model_path=str(clip_dir), device="cpu")
+    mix = WorkerConfig.model_validate({
+        "pool": "p", "namespace": "n", "store": {"master": "m:1", "segment_bytes": 0, "local_buffer_bytes": 0},
+        "scorer": {"batch_size": 8}, "read_buffer_bytes": 0,
+        "scorers": [{"name": "pickscore", "num_frames": 3, "model_path": str(clip_dir), "device": "cpu"},
+                    {"name": "mean-intensity", "num_frames": 8}]})
+    for scorer, frames in ((build_scorer(pick), 3), (build_scorers(mix), len(union_indices(121, [3, 8])))):
+        got = {}
+        for ranged in (True, False):
+            readers = [RegisteredTensorReader(store), RegisteredTensorReader(store)]
+            actor = StoredOutputRewardActor(scorer, readers, batch_size=8, ranged_reads=ranged)
+            got[ranged] = actor.score_batch(refs, prompts)
+            got[ranged, "bytes"] = sum(r.stats.bytes_read for r in readers)
+        assert got[True] == got[False]
+        assert got[True, "bytes"] == sum(r.nbytes for r in refs[:2]) * frames // 121 + refs[2].nbytes
+        assert got[False, "bytes"] == sum(r.nbytes for r in refs)
+    assert got[True][0]["pickscore"] == build_scorer(pick).score_batch(videos[:1], prompts[:1])[0]
 
 
 def test_the_image_backend_is_the_frameworks(clip_dir):

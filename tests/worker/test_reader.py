@@ -11,7 +11,9 @@ import torch
 from rewardpool_worker.contract import StoreConfig
 from rewardpool_worker.runtime.reader import RegisteredTensorReader
 from rewardpool_worker.records import OutputRef
-from rewardpool_worker.store import LeaseHeld, MasterUnreachable, ObjectNotFound, Store, TransferFailed
+from rewardpool_worker.store import (InvalidParams, LeaseHeld, MasterUnreachable, ObjectNotFound, Store,
+                                     TransferFailed)
+from rewardpool_worker.frames import FrameSubset, frame_indices, pick_frames
 from rewardpool_devcluster.producer import make_tensor
 
 
@@ -24,6 +26,43 @@ def test_store_read_equals_the_inline_tensor(store, producer):
     assert torch.equal(got, make_tensor(1, [3, 16, 32, 32], "float32"))
     u8 = producer.put("img-u8", seed=2, shape=(3, 8, 8), dtype="uint8")
     assert torch.equal(reader.read(u8), make_tensor(2, [3, 8, 8], "uint8"))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "float32"])
+def test_a_ranged_read_moves_only_the_picked_frames(store, producer, dtype):
+    # An LTX-2.3-shaped video (121 frames), scaled down in H and W; numFrames 3 picks frames 0, 60, 120.
+    shape = (3, 121, 16, 24)
+    video = producer.put(f"ranged-{dtype}", seed=11, shape=shape, dtype=dtype)
+    whole = make_tensor(11, list(shape), dtype)
+    reader = RegisteredTensorReader(store)
+    idx = frame_indices(121, 3)
+    with reader.view_many([video], [idx]) as (got,):
+        assert isinstance(got, FrameSubset) and got.total == 121 and got.indices == (0, 60, 120)
+        assert torch.equal(got.frames, whole[:, idx])
+        assert torch.equal(pick_frames(got, 3), pick_frames(whole, 3))  # what a scorer sees: the same frames
+    assert reader.stats.bytes_read == video.nbytes * 3 // 121  # 1/40 of the output moved
+
+
+def test_one_batch_mixes_whole_ranged_and_image_reads(store, producer):
+    a = producer.put("mix-a", seed=21, shape=(3, 10, 8, 8))
+    img = producer.put("mix-img", seed=22, shape=(3, 8, 8), dtype="uint8")
+    b = producer.put("mix-b", seed=23, shape=(2, 7, 4, 4), dtype="uint8")
+    reader = RegisteredTensorReader(store)
+    with reader.view_many([a, img, b], [[0, 4, 9], None, [3]]) as (ga, gimg, gb):
+        assert torch.equal(ga.frames, make_tensor(21, [3, 10, 8, 8], "float32")[:, [0, 4, 9]])
+        assert torch.equal(gimg, make_tensor(22, [3, 8, 8], "uint8"))
+        assert torch.equal(gb.frames, make_tensor(23, [2, 7, 4, 4], "uint8")[:, [3]])
+    assert reader.stats.bytes_read == a.nbytes * 3 // 10 + img.nbytes + b.nbytes // 7
+
+
+def test_a_range_past_the_stored_end_is_named(store, producer):
+    real = producer.put("short", seed=31, shape=(3, 4, 8, 8))
+    lying = OutputRef(real.key, real.nbytes * 2, real.dtype, (3, 8, 8, 8))  # the ref claims 8 frames
+    reader = RegisteredTensorReader(store)
+    with pytest.raises(InvalidParams, match="'short': bytes .* past the stored object's end"):
+        reader.view_many([lying], [[7]])
+    with reader.view_many([real], [[1]]) as (ok,):  # the reader is usable again
+        assert torch.equal(ok.frames, make_tensor(31, [3, 4, 8, 8], "float32")[:, [1]])
 
 
 def test_registers_once_and_again_only_to_grow(store, producer):

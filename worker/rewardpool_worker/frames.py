@@ -65,6 +65,35 @@ def union_indices(total: int, frame_counts: list[int | None]) -> list[int]:
     return sorted({i for k in frame_counts for i in frame_indices(total, k)})
 
 
+def picked_frames(shape: tuple[int, ...], frame_counts: list[int | None] | None) -> list[int] | None:
+    """The frames of a stored (C, F, H, W) output its scorers pick, when that is fewer than all of them: what a
+    ranged read fetches. None: read it whole (an image, scorers that need whole outputs, or every frame)."""
+    if frame_counts is None or len(shape) != 4:
+        return None
+    idx = union_indices(shape[1], frame_counts)
+    return idx if len(idx) < shape[1] else None
+
+
+def frame_ranges(shape: tuple[int, ...], itemsize: int, indices: list[int]) -> list[tuple[int, int, int]]:
+    """(dst, src, size) byte ranges that read frames `indices` (ascending) of a contiguous (C, F, H, W) tensor
+    into a contiguous (C, len(indices), H, W) one: frame f of channel c starts at (c * F + f) * H * W * itemsize;
+    consecutive frames are one range, so k frames are at most C x k ranges."""
+    c, f, h, w = shape
+    frame = h * w * itemsize
+    runs: list[tuple[int, int]] = []  # (first frame, count)
+    for i in indices:
+        if runs and runs[-1][0] + runs[-1][1] == i:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((i, 1))
+    out, dst = [], 0
+    for ch in range(c):
+        for first, n in runs:
+            out.append((dst, (ch * f + first) * frame, n * frame))
+            dst += n * frame
+    return out
+
+
 def subset(video: torch.Tensor, frame_counts: list[int | None]) -> torch.Tensor | FrameSubset:
     """A (C, F, H, W) video cut to the frames its scorers pick; the video itself when that is every frame (or
     it is an image)."""

@@ -123,6 +123,22 @@ class Store:
             if n != size:
                 raise InvalidParams(f"get {key!r}: read {n} bytes, the ref says {size}")
 
+    def get_into_ranges(self, ptr: int, keys: list[str], ranges: list[list[tuple[int, int, int]]]) -> None:
+        """Byte ranges of several objects into one registered buffer: `ranges[i]` holds (dst offset from
+        `ptr`, src offset in the object, size) for keys[i]; only those bytes move."""
+        dst = [[d for d, _, _ in rs] for rs in ranges]
+        src = [[o for _, o, _ in rs] for rs in ranges]
+        sizes = [[n for _, _, n in rs] for rs in ranges]
+        results = self.raw.get_into_ranges([ptr], [keys], [dst], [src], [sizes])[0]
+        for key, rs, got in zip(keys, ranges, results):
+            for (_, off, want), n in zip(rs, got):
+                if n == -600:  # the master's answer to a range past the object's end
+                    raise InvalidParams(f"get {key!r}: bytes {off}..{off + want} are past the stored object's "
+                                        "end: it is smaller than its ref's shape and dtype say [code -600]", n)
+                check(n, "get", key)
+                if n != want:
+                    raise InvalidParams(f"get {key!r}: read {n} bytes of a range, the ref says {want}")
+
     def remove(self, key: str, force: bool = False) -> None:
         check(self.raw.remove(key, force), "remove", key)
 

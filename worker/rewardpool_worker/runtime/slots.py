@@ -18,9 +18,11 @@ import torch
 
 from ..contract import READ_SLOTS
 from ..errors import Cancelled, Overloaded, ScorerError
+from ..frames import picked_frames
 from ..records import OutputRef
+from ..scorers import frames_declared
 from ..scorers.base import option, warm_up
-from .reader import RegisteredTensorReader
+from .reader import RegisteredTensorReader, copy_output
 
 log = logging.getLogger("rewardpool.worker.actor")
 # Liveness: a batch holding the model this much longer than the slowest batch seen (or than the warm-up
@@ -37,8 +39,11 @@ class BatchTooLarge(ValueError):
 class StoredOutputRewardActor:
     def __init__(self, scorer, reader: RegisteredTensorReader | list[RegisteredTensorReader] | None,
                  batch_size: int | None = None, max_batch_bytes: int = 0,
-                 wedge_floor_seconds: float = WEDGE_FLOOR_SECONDS, max_queue: int = 0):
+                 wedge_floor_seconds: float = WEDGE_FLOOR_SECONDS, max_queue: int = 0, ranged_reads: bool = True):
         self.scorer = scorer
+        # The frames each scorer picks when all of them declare it: a stored video is then read as those
+        # frames' byte ranges only (None, or ranged_reads off: whole outputs).
+        self.frame_counts = frames_declared(scorer) if ranged_reads else None
         self.max_queue = max_queue  # 0: no limit; else batches accepted beyond it are refused (Overloaded)
         self._active: set = set()  # batch ids accepted and not finished
         self._cancelled: set = set()  # of those, the ones their caller gave up on
@@ -91,12 +96,22 @@ class StoredOutputRewardActor:
             raise BatchTooLarge(
                 f"batch of {len(outputs)} outputs exceeds this pool's scorer.batchSize {self.batch_size} (the "
                 "worker's memory holds batchSize outputs per read slot): split it (RewardPoolClient.score does)")
-        nbytes = sum(o.nbytes for o in outputs if isinstance(o, OutputRef))
-        if self.max_batch_bytes and nbytes > self.max_batch_bytes:
+        refs = [o for o in outputs if isinstance(o, OutputRef)]
+        nbytes = sum(r.nbytes for r in refs)
+        read = sum(self.read_bytes(r) for r in refs)
+        if self.max_batch_bytes and read > self.max_batch_bytes:
             raise BatchTooLarge(
-                f"batch of {nbytes} stored bytes exceeds the {self.max_batch_bytes} bytes a read slot holds "
+                f"batch of {read} bytes to read exceeds the {self.max_batch_bytes} bytes a read slot holds "
                 "(scorer.batchSize x sizing.outputBytesPerSample): the outputs are larger than spec.sizing says")
         return nbytes
+
+    def picks(self, ref: OutputRef) -> list[int] | None:
+        return picked_frames(ref.shape, self.frame_counts)
+
+    def read_bytes(self, ref: OutputRef) -> int:
+        """What a read of this output moves into the slot: its picked frames, or all of it."""
+        p = self.picks(ref)
+        return ref.nbytes if p is None else ref.nbytes // ref.shape[1] * len(p)
 
     def score_batch(self, outputs: list[OutputRef | torch.Tensor], prompts: list[str], batch_id=None) -> list:
         try:
@@ -159,11 +174,11 @@ class StoredOutputRewardActor:
         if refs and reader is None:
             raise RuntimeError("got stored-output refs but this actor has no store reader")
         t0 = time.perf_counter()
-        lease = reader.view_many(refs) if refs else None
+        lease = reader.view_many(refs, [self.picks(r) for r in refs]) if refs else None
         try:
             views = iter(lease.tensors) if lease else iter(())
             if option(self.scorer, "copy_outputs"):  # a scorer that keeps outputs gets its own copies
-                views = iter([v.clone() for v in views])
+                views = iter([copy_output(v) for v in views])
             tensors = [next(views) if isinstance(o, OutputRef) else o for o in outputs]
             del views
             t1 = time.perf_counter()
