@@ -41,7 +41,7 @@ class Controller:
         self.leading = True
         self.bodies: dict[tuple[str, str], dict] = {}
         self.full: set[tuple[str, str]] = set()  # pools whose owned objects are to be ensured at the next pass
-        self.memos: dict[tuple[str, str], PoolMemory] = {}
+        self.memories: dict[tuple[str, str], PoolMemory] = {}
         self.wake: dict[tuple[str, str], asyncio.Event] = {}
         self.tasks: dict[tuple[str, str], asyncio.Task] = {}
 
@@ -50,7 +50,7 @@ class Controller:
         if event_type == "DELETED" or body["metadata"].get("deletionTimestamp"):
             # Owned objects go with the pool through owner references (garbage collection).
             self.bodies.pop(key, None)
-            self.memos.pop(key, None)
+            self.memories.pop(key, None)
             self.pods.forget(*key)
             self._stop(key)
             pool_metrics.forget(*key)
@@ -143,7 +143,7 @@ class Controller:
                 await self.pods.synced.wait()
                 with RECONCILE_SECONDS.time():
                     status, written = await reconcile(self.kube, self.workers, body, self.nodes.nodes, self.pods,
-                                                      self.memos.setdefault(key, PoolMemory()), full=full)
+                                                      self.memories.setdefault(key, PoolMemory()), full=full)
                 last = time.monotonic()
                 if written is not None and key in self.bodies:
                     self.keep(key, written)

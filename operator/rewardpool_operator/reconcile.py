@@ -67,7 +67,7 @@ class PoolMemory:
 
 
 async def reconcile(kube: Kube, workers: WorkerClient, body: dict, nodes: dict[str, dict], pods: PodCache,
-                    memo: PoolMemory, full: bool = True) -> tuple[dict | None, dict | None]:
+                    memory: PoolMemory, full: bool = True) -> tuple[dict | None, dict | None]:
     """Reconcile one pool from the newest copy the controller holds; returns the status it computed and the
     pool as its status write returned it (None when nothing was written). A copy that turns out stale
     makes the status write fail with 409 (it is written over the resourceVersion read), and the controller
@@ -84,9 +84,9 @@ async def reconcile(kube: Kube, workers: WorkerClient, body: dict, nodes: dict[s
         return new, await _write(kube, body, old, new, status_mod.warnings(old, new))
 
     events: list[tuple[str, str, str]] = []
-    owned = memo.owned
+    owned = memory.owned
     if full or owned is None or owned.generation != gen or time.monotonic() - owned.at > OWNED_RESYNC_SECONDS:
-        owned = memo.owned = await ensure_owned(kube, pool, gen, memo.applied, events)
+        owned = memory.owned = await ensure_owned(kube, pool, gen, memory.applied, events)
     for event in events:  # said before any pod write, so `kubectl describe` reads in the order things happened
         await _say(kube, body, *event)
 
@@ -99,7 +99,7 @@ async def reconcile(kube: Kube, workers: WorkerClient, body: dict, nodes: dict[s
 
     template = pod_template(pool, sizing)
     problems = validate.findings(pool.spec, sizing, _rdma_nodes(pool, nodes), template) + owned.problems
-    observed = await _observe(workers, pool, nodes, pods, memo, full)
+    observed = await _observe(workers, pool, nodes, pods, memory, full)
     observed.annotations = body["metadata"].get("annotations") or {}
     problems += podstatus.container_problems(observed.pods)  # image pulls, crash loops: said, not silent
 
@@ -107,7 +107,7 @@ async def reconcile(kube: Kube, workers: WorkerClient, body: dict, nodes: dict[s
              owned.network, old)
     failures, scaled = await _apply(kube, workers, body, pool, p, observed, pods, owned.token)
     if p.scale is not None:
-        memo.autoscaler = p.scale.history
+        memory.autoscaler = p.scale.history
 
     ref = attachment_ref(pool)
     new = status_mod.compute(pool, sizing, problems, owned.network, p, observed.signals, failures, old, gen,
@@ -125,7 +125,7 @@ def _rdma_nodes(pool: Pool, nodes: dict[str, dict]) -> list[dict]:
     return [n for n in nodes.values() if all((n["metadata"].get("labels") or {}).get(k) == v for k, v in sel.items())]
 
 
-async def _observe(workers: WorkerClient, pool: Pool, nodes: dict[str, dict], cache: PodCache, memo: PoolMemory,
+async def _observe(workers: WorkerClient, pool: Pool, nodes: dict[str, dict], cache: PodCache, memory: PoolMemory,
                    full: bool) -> Observed:
     pods = [x for x in cache.pods(pool.namespace, pool.name)
             if any(o.get("controller") and o.get("uid") == pool.uid for o in x["metadata"].get("ownerReferences") or [])
@@ -135,14 +135,14 @@ async def _observe(workers: WorkerClient, pool: Pool, nodes: dict[str, dict], ca
     now = time.time()
     auto = pool.spec.autoscaling
     max_age = SIGNALS_MAX_AGE if auto is not None and auto.enabled else PASSIVE_SIGNALS_MAX_AGE
-    if full or memo.signals is None or now - memo.signals_at >= max_age:
-        memo.signals, memo.signals_at = await workers.signals(ips, pool.spec.store.metricsAddress), now
-    signals = memo.signals
-    obs = Observed(pods=pods, nodes=nodes, signals=signals, history=memo.autoscaler, now=now)
+    if full or memory.signals is None or now - memory.signals_at >= max_age:
+        memory.signals, memory.signals_at = await workers.signals(ips, pool.spec.store.metricsAddress), now
+    signals = memory.signals
+    obs = Observed(pods=pods, nodes=nodes, signals=signals, history=memory.autoscaler, now=now)
     names = {x["metadata"]["name"] for x in pods}
-    for gone in set(memo.silent_since) - names:
-        memo.silent_since.pop(gone, None)
-        memo.store_hostname.pop(gone, None)
+    for gone in set(memory.silent_since) - names:
+        memory.silent_since.pop(gone, None)
+        memory.store_hostname.pop(gone, None)
     for pod in live:
         if DRAIN_ANNOTATION not in (pod["metadata"].get("annotations") or {}):
             continue
@@ -150,12 +150,12 @@ async def _observe(workers: WorkerClient, pool: Pool, nodes: dict[str, dict], ca
         health = await workers.health(ip) if ip else None
         obs.health[name] = health
         if health is None:
-            obs.unreachable_for[name] = now - memo.silent_since.setdefault(name, now)
+            obs.unreachable_for[name] = now - memory.silent_since.setdefault(name, now)
         else:
-            memo.silent_since.pop(name, None)
+            memory.silent_since.pop(name, None)
             if health.get("store_hostname"):
-                memo.store_hostname[name] = health["store_hostname"]
-        host = memo.store_hostname.get(name)
+                memory.store_hostname[name] = health["store_hostname"]
+        host = memory.store_hostname.get(name)
         if host and pool.spec.store.metricsAddress:
             obs.segment_used[name] = await workers.segment_used_bytes(pool.spec.store.metricsAddress, host)
     return obs
