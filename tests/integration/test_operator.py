@@ -211,6 +211,28 @@ def test_steady_pool_costs_no_writes(pools, ns):
     assert owned_rvs() == svc_nad  # the Service and the NAD were compared, not patched
 
 
+def test_owned_objects_are_server_side_applied_and_edits_are_taken_back(pools, ns):
+    pools.create(pool_manifest("ssa", replicas=2))
+    pools.wait_ready("ssa", 2)
+    co, policy = client.CustomObjectsApi(pools.api), client.PolicyV1Api(pools.api)
+    svc = lambda: pools.core.read_namespaced_service("ssa-workers", ns)  # noqa: E731
+    pdb = lambda: policy.read_namespaced_pod_disruption_budget("ssa", ns)  # noqa: E731
+    nad = co.get_namespaced_custom_object(*NAD[:2], ns, NAD[2], "ssa-roce")
+    managers = lambda fields: {(f.manager, f.operation) for f in fields}  # noqa: E731
+    assert ("rewardpool-operator", "Apply") in managers(svc().metadata.managed_fields)
+    assert ("rewardpool-operator", "Apply") in managers(pdb().metadata.managed_fields)
+    assert ("rewardpool-operator", "Apply") in {(f["manager"], f["operation"]) for f in nad["metadata"]["managedFields"]}
+    secret = pools.core.read_namespaced_secret("ssa-control", ns)
+    assert "rewardpool-operator" in {f.manager for f in secret.metadata.managed_fields}  # created, never applied
+
+    # A user's edits of fields the operator sets come back at its next look (a poke: a full reconcile).
+    pools.core.patch_namespaced_service("ssa-workers", ns, {"spec": {"publishNotReadyAddresses": False}})
+    policy.patch_namespaced_pod_disruption_budget("ssa", ns, {"spec": {"maxUnavailable": 2}})
+    pools.patch("ssa", {"metadata": {"annotations": {"poke": "1"}}})
+    wait_for(lambda: svc().spec.publish_not_ready_addresses is True and pdb().spec.max_unavailable == 1, 60,
+             what="the operator's values applied back")
+
+
 def test_workers_that_fit_no_node_get_a_condition_not_pending_pods(pools, ns):
     # 1 replica of a 64-sample x 20G rollout: ~1.4 TiB segment, far above the 1 TiB nodes.
     pools.create(pool_manifest("huge", replicas=1, sizing={"samplesPerRollout": 64, "outputBytesPerSample": "20G"}))
