@@ -449,6 +449,14 @@ def _container_cel_cases(kind: str) -> dict:
 
 # rule -> list of (accept?, what, manifest, expected substrings when rejected)
 CEL_CASES = {
+    "!has(self.framesPerSample) || !has(self.outputShape) || size(self.outputShape) != 4 || self.outputShape[1] == self.framesPerSample": [
+        (False, "frames-disagree", _spec(sizing__framesPerSample=120, sizing__outputShape=[3, 121, 8, 8]),
+         ["spec.sizing.framesPerSample", "must equal the frame count F of sizing.outputShape"]),
+        (True, "frames-agree", _spec(sizing__framesPerSample=121, sizing__outputShape=[3, 121, 8, 8]), []),
+        (True, "image-shape", _spec(sizing__framesPerSample=121, sizing__outputShape=[3, 8, 8]), []),
+        (True, "frames-alone", _spec(sizing__framesPerSample=121), []),
+        (True, "shape-alone", _spec(sizing__outputShape=[3, 121, 8, 8]), []),
+    ],
     "self.store.protocol != 'rdma' || self.placement.rdmaResource.count > 0 || (has(self.store.devices) && size(self.store.devices) > 0)": [
         (False, "rdma-no-device", _spec(store__protocol="rdma", placement={"rdmaResource": {"count": 0}}),
          ["spec.store.protocol", "rdma needs an RDMA device"]),

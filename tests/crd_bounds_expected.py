@@ -156,6 +156,19 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
  'spec.store.maxRegistrationSize:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
  'spec.sizing:required=samplesPerRollout': True,
  'spec.sizing:required=outputBytesPerSample': True,
+ 'spec.sizing:cel[!has(self.framesPerSample) || !has(self.outputShape) || size(self.outputShape) != 4 || self.outputShape[1] == self.framesPerSample]': 'sizing.framesPerSample '
+                                                                                                                                                        'must '
+                                                                                                                                                        'equal '
+                                                                                                                                                        'the '
+                                                                                                                                                        'frame '
+                                                                                                                                                        'count '
+                                                                                                                                                        'F '
+                                                                                                                                                        'of '
+                                                                                                                                                        'sizing.outputShape '
+                                                                                                                                                        '(C, '
+                                                                                                                                                        'F, '
+                                                                                                                                                        'H, '
+                                                                                                                                                        'W)',
  'spec.sizing.samplesPerRollout:minimum': 1,
  'spec.sizing.outputBytesPerSample:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
  'spec.sizing.latentBytesPerSample:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
@@ -163,6 +176,11 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
  'spec.sizing.latentRollouts:maximum': 16,
  'spec.sizing.highWatermark:minimum': 'exclusive 0',
  'spec.sizing.highWatermark:maximum': 1,
+ 'spec.sizing.framesPerSample:minimum': 1,
+ 'spec.sizing.framesPerSample:maximum': 100000,
+ 'spec.sizing.outputShape:minItems': 3,
+ 'spec.sizing.outputShape:maxItems': 4,
+ 'spec.sizing.outputShape[0]:minimum': 1,
  'spec.placement.rdmaResource.name:pattern': '^([a-z0-9.-]+/)?[A-Za-z0-9_.-]+$',
  'spec.placement.rdmaResource.count:minimum': 0,
  'spec.placement.gpuResource:pattern': '^([a-z0-9.-]+/)?[A-Za-z0-9_.-]+$',

@@ -73,12 +73,13 @@ def cmd_size(args) -> int:
     else:
         spec = PoolSpec.model_validate({
             "image": "-", "replicas": args.replicas, "scorer": {"name": args.scorer, "batchSize": args.batch_size,
+                                                           "numFrames": args.num_frames,
                                                            "gpus": args.gpus, "dtype": args.dtype,
                                                            "framesPerForward": args.frames_per_forward},
             "store": {"master": "-:0", "segmentSize": args.segment_size, "protocol": args.protocol},
             "sizing": {"samplesPerRollout": args.samples_per_rollout, "outputBytesPerSample": args.output_bytes,
                        "latentBytesPerSample": args.latent_bytes, "latentRollouts": args.latent_rollouts,
-                       "highWatermark": args.high_watermark}})
+                       "highWatermark": args.high_watermark, "framesPerSample": args.frames_per_sample}})
     json.dump(sizing.compute(spec).as_dict(), sys.stdout, indent=2)
     print()
     return 0
@@ -142,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     sz.add_argument("--segment-size", default="auto")
     sz.add_argument("--batch-size", type=int, default=8)
     sz.add_argument("--scorer", default="pickscore")
+    sz.add_argument("--num-frames", type=int, default=None, help="the scorer's numFrames (unset: every frame)")
+    sz.add_argument("--frames-per-sample", type=int, default=None,
+                    help="frames of one stored video (with --num-frames: read slots sized for the picked frames)")
     sz.add_argument("--gpus", type=int, default=0, help="GPUs per worker (adds the GPU memory figure)")
     sz.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
     sz.add_argument("--frames-per-forward", type=int, default=32)

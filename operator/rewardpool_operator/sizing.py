@@ -122,7 +122,10 @@ def compute(spec: PoolSpec, replicas: int | None = None, basis: int | None = Non
 
     local = parse_bytes(spec.store.localBufferSize)
     sc = spec.scorer
-    read = sc.batchSize * parse_bytes(sz.outputBytesPerSample) if sz is not None else 0
+    per_output, picked = (parse_bytes(sz.outputBytesPerSample), picked_frames(spec)) if sz is not None else (0, None)
+    if picked is not None:  # ranged reads: a read slot holds only the picked frames of each output
+        per_output = math.ceil(per_output / picked[1]) * picked[0]
+    read = sc.batchSize * per_output
     models = [model_bytes(c, sc) for c in spec.components]
     model = sum(models)
     # Host memory keeps the model term on GPU pools too: weights are loaded through host memory first.
@@ -130,8 +133,10 @@ def compute(spec: PoolSpec, replicas: int | None = None, basis: int | None = Non
     # waits before reading), each in its own registered buffer of batchSize x outputBytesPerSample.
     memory = _round_mib(per_worker + local + READ_SLOTS * read + model + SHM_BYTES + OVERHEAD_BYTES)
     what = "model" if len(models) == 1 else f"{len(models)} models"
+    each = (f"{picked[0]} of {picked[1]} frames of an output, read as ranges" if picked is not None
+            else "output")
     formula = (f"segment {human(per_worker)} + local buffer {human(local)} + {READ_SLOTS} read buffers x "
-               f"{human(read)} (batchSize {sc.batchSize} x output: one scored, one read ahead) + {what} "
+               f"{human(read)} (batchSize {sc.batchSize} x {each}: one scored, one read ahead) + {what} "
                f"{human(model)} + /dev/shm {human(SHM_BYTES)} + overhead {human(OVERHEAD_BYTES)} = {human(memory)}")
     gpu_memory = 0
     if sc.gpus > 0:
@@ -151,6 +156,23 @@ def compute(spec: PoolSpec, replicas: int | None = None, basis: int | None = Non
     return SizingResult(mode, per_worker, total, required, rule, local, read, model, READ_SLOTS, sc.gpus,
                         gpu_memory, SHM_BYTES, OVERHEAD_BYTES, memory, formula, min_reg_replicas, problems,
                         workers, basis_key(spec))
+
+
+def picked_frames(spec: PoolSpec) -> tuple[int, int] | None:
+    """(k, F) when a read moves only k of an output's F frames: the sizing gives F and every scorer is a
+    built-in that picks frames with numFrames set. k is the sum of their counts (capped at F): exact for one
+    scorer, an upper bound of the frames a mixture's union holds. None: outputs are read whole."""
+    frames = spec.sizing.frames if spec.sizing is not None else None
+    if frames is None:
+        return None
+    counts = []
+    for c in spec.components:
+        k = c.numFrames if c.numFrames is not None else spec.scorer.numFrames
+        if not _builtin(c).picks_frames or k is None:
+            return None
+        counts.append(min(k, frames))
+    k = min(frames, sum(counts))
+    return (k, frames) if k < frames else None
 
 
 def model_bytes(component, shared) -> int:

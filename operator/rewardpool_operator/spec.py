@@ -74,6 +74,15 @@ class Sizing(_M):
     latentBytesPerSample: Quantity = 0
     latentRollouts: int = Field(default=2, ge=0)
     highWatermark: float = Field(default=0.9, gt=0, le=1)
+    framesPerSample: int | None = Field(default=None, ge=1, le=100000)
+    outputShape: list[int] | None = Field(default=None, min_length=3, max_length=4)
+
+    @property
+    def frames(self) -> int | None:
+        """Frames of one stored video: framesPerSample, else F of a (C, F, H, W) outputShape."""
+        if self.framesPerSample is not None:
+            return self.framesPerSample
+        return self.outputShape[1] if self.outputShape and len(self.outputShape) == 4 else None
 
 
 class RdmaResource(_M):

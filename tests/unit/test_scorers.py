@@ -55,10 +55,12 @@ def test_a_new_builtin_is_one_registry_line(monkeypatch):
                         BuiltinScorer(f"{__name__}:Brightness", model_bytes=GiB, gpu_bytes_per_frame=2**20))
     # the worker builds it
     s = build_scorer(ScorerConfig(name="brightness", num_frames=1))
-    assert isinstance(s, Brightness) and s.score_batch([torch.full((3, 2, 2), 51, dtype=torch.uint8)], ["p"]) == [pytest.approx(0.2)]
+    assert isinstance(s, Brightness)
+    assert s.score_batch([torch.full((3, 2, 2), 51, dtype=torch.uint8)], ["p"]) == [pytest.approx(0.2)]
     # the operator accepts the name and sizes its model from the same line
     pool = Pool.from_object({"metadata": {"name": "p", "namespace": "ns", "uid": "u"}, "spec": {
-        "image": "w:1", "scorer": {"name": "brightness"}, "store": {"master": "mc:50051", "protocol": "tcp", "segmentSize": "1Gi"}}})
+        "image": "w:1", "scorer": {"name": "brightness"},
+        "store": {"master": "mc:50051", "protocol": "tcp", "segmentSize": "1Gi"}}})
     size = sizing.compute(pool.spec)
     reasons = [p.reason for p in validate.check(pool.spec, builders.pod_template(pool, size))]
     assert "UnknownScorer" not in reasons and size.model_bytes == GiB
@@ -86,3 +88,9 @@ def test_warm_up_runs_the_scorers_own_or_one_black_frame():
 def test_the_registry_is_in_the_contract_and_the_contract_imports_no_scorer():
     assert contract.BUILTIN_SCORERS is BUILTIN_SCORERS
     assert BUILTIN_SCORERS["pickscore"].model_bytes == 4 * GiB  # CLIP-H/14 weights in host memory
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN_SCORERS))
+def test_the_registry_says_what_the_class_does_about_frames(name):
+    # The operator sizes ranged reads from the registry's flag; the worker reads by the class's own attribute.
+    assert BUILTIN_SCORERS[name].picks_frames == bool(getattr(scorer_class(name), "picks_frames", False))

@@ -105,3 +105,39 @@ def test_memory_limit_below_need_blocks():
     r = sizing.compute(spec(resources={"limits": {"memory": "8Gi"}}))
     (p,) = r.problems
     assert p.reason == "MemoryLimitTooSmall" and p.blocking and "8Gi" in p.message
+
+
+LTX = 269_000_000  # one LTX-2.3 video: (3, 121, 512, 768) at 8 bits... as the origin measured it, 269 MB
+
+
+@pytest.mark.parametrize("sizing_over,scorer,want_frames", [
+    ({"framesPerSample": 121}, {"name": "pickscore", "numFrames": 3}, 3),        # the case: 1/40
+    ({"outputShape": [3, 121, 512, 768]}, {"name": "pickscore", "numFrames": 3}, 3),  # F from the shape
+    ({"framesPerSample": 121}, {"name": "mean-intensity", "numFrames": 1}, 1),
+    ({"framesPerSample": 121}, {"name": "pickscore", "numFrames": 200}, None),   # every frame: whole
+    ({"framesPerSample": 121}, {"name": "pickscore"}, None),                    # numFrames unset: all frames
+    ({"framesPerSample": 121}, {"name": None, "class": "my.mod:Custom", "numFrames": 3}, None),  # may want it whole
+    ({}, {"name": "pickscore", "numFrames": 3}, None),                            # F unknown
+    ({"outputShape": [3, 512, 768]}, {"name": "pickscore", "numFrames": 3}, None),  # an image
+])
+def test_read_slots_hold_the_picked_frames_when_every_scorer_picks(sizing_over, scorer, want_frames):
+    s = spec(scorer=scorer, sizing=sizing_over)
+    r = sizing.compute(s)
+    whole = 8 * LTX  # batchSize 8 (the default) x one output
+    if want_frames is None:
+        assert r.read_buffer_bytes == whole and "frames of an output" not in r.memory_formula
+    else:
+        assert r.read_buffer_bytes == 8 * math.ceil(LTX / 121) * want_frames
+        assert r.read_buffer_bytes <= whole * want_frames / 121 + 8 * want_frames  # k/F of it (rounding up)
+        assert f"{want_frames} of 121 frames of an output, read as ranges" in r.memory_formula
+    assert r.memory_bytes >= r.per_worker_bytes + 2 * r.read_buffer_bytes  # the formula's slot term shrinks too
+
+
+def test_a_mixtures_slots_hold_at_most_the_sum_of_its_picks():
+    s = spec(scorer={"name": None, "batchSize": 4}, scorers=[{"name": "pickscore", "numFrames": 3},
+                                                {"name": "mean-intensity", "numFrames": 8}],
+             sizing={"framesPerSample": 121})
+    assert sizing.compute(s).read_buffer_bytes == 4 * math.ceil(LTX / 121) * 11  # 3 + 8 (their union is 10)
+    with_custom = spec(scorer={"name": None, "batchSize": 4}, scorers=[{"name": "pickscore", "numFrames": 3},
+                                                          {"class": "my.mod:Custom"}], sizing={"framesPerSample": 121})
+    assert sizing.compute(with_custom).read_buffer_bytes == 4 * LTX

@@ -101,8 +101,9 @@ def test_ranged_reads_score_bit_identically_to_whole_reads(store, clip_dir):
     # scorer picking 8: the ranged path reads the union of their frames only, and every score is the whole
     # read's, to the bit.
     g = _gen(4242)
-    videos = [torch.rand(3, 121, 36, 44, generator=g), torch.randint(0, 256, (3, 121, 36, 44), generator=g,
-                                                                     dtype=torch.uint8), torch.rand(3, 40, 40, generator=g)]
+    videos = [torch.rand(3, 121, 36, 44, generator=g),
+              torch.randint(0, 256, (3, 121, 36, 44), generator=g, dtype=torch.uint8),
+              torch.rand(3, 40, 40, generator=g)]
     refs = [put_output(store, f"ranged-ps-{i}", v) for i, v in enumerate(videos)]
     prompts = ["a lighthouse", "a fox in snow", "a still life"]
     pick = ScorerConfig(name="pickscore", num_frames=3, model_path=str(clip_dir), device="cpu")

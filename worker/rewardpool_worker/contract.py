@@ -217,13 +217,16 @@ class BuiltinScorer:
     # GPU working memory of one frame in a forward at float32 (activations of the widest layer, with the
     # allocator's slack); halved for float16/bfloat16. An estimate for the GPU figure, not a limit.
     gpu_bytes_per_frame: int = 0
+    # It looks only at the frames the frame rule picks (its class says `picks_frames = True`): with numFrames
+    # set, the operator sizes its read slots for those frames alone (the worker reads only their bytes).
+    picks_frames: bool = False
 
 
 # The registry: a new built-in scorer is its module in scorers/ plus one line here.
 BUILTIN_SCORERS: dict[str, BuiltinScorer] = {
     "pickscore": BuiltinScorer("rewardpool_worker.scorers.pickscore:PickScoreScorer",
-                               model_bytes=4 * 2**30, gpu_bytes_per_frame=64 * 2**20),  # CLIP-H/14
-    "mean-intensity": BuiltinScorer("rewardpool_worker.scorers.intensity:MeanIntensityScorer"),
+                               model_bytes=4 * 2**30, gpu_bytes_per_frame=64 * 2**20, picks_frames=True),  # CLIP-H/14
+    "mean-intensity": BuiltinScorer("rewardpool_worker.scorers.intensity:MeanIntensityScorer", picks_frames=True),
 }
 
 
