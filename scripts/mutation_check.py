@@ -78,7 +78,7 @@ MUTANTS = [
            "needed = math.ceil(required / sz.highWatermark)", "needed = math.ceil(required * sz.highWatermark)",
            ("tests/unit/test_sizing.py",), "unit", "segments sized below the eviction watermark's headroom"),
     Mutant("sizing-memory-omits-read-buffer", "operator/rewardpool_operator/sizing.py",
-           "per_worker + local + READ_BUFFERS * read + model + SHM_BYTES", "per_worker + local + read + model + SHM_BYTES",
+           "per_worker + local + READ_SLOTS * read + model + SHM_BYTES", "per_worker + local + read + model + SHM_BYTES",
            ("tests/unit/test_sizing.py",), "unit", "pods OOM when a batch is read ahead of the one being scored"),
     Mutant("sizing-registration-limit-on-tcp", "operator/rewardpool_operator/sizing.py",
            'if per_worker > max_reg and spec.store.protocol == "rdma":', "if per_worker > max_reg:",
@@ -176,6 +176,23 @@ MUTANTS = [
            '"appArmorProfile": _apparmor, "seLinuxOptions": _selinux,', '"appArmorProfile": _apparmor,',
            ("tests/integration/test_pod_security.py",), "admission",
            "a podTemplate runs the worker as spc_t (an unconfined SELinux type)"),
+    # ---- ranged reads (issue 25) -------------------------------------------------------------------------------
+    Mutant("ranged-read-one-frame-late", "worker/rewardpool_worker/frames.py",
+           "out.append((dst, (ch * f + first) * frame, n * frame))",
+           "out.append((dst, (ch * f + first + 1) * frame, n * frame))",
+           ("tests/unit/test_frames.py",), "unit", "a ranged read scores the frame after the one the rule picked"),
+    Mutant("ranged-slots-sized-one-frame-short", "operator/rewardpool_operator/sizing.py",
+           "per_output = math.ceil(per_output / picked[1]) * picked[0]",
+           "per_output = math.ceil(per_output / picked[1]) * (picked[0] - 1)",
+           ("tests/unit/test_sizing.py",), "unit", "read slots too small for the picked frames: every batch refused"),
+    Mutant("registry-says-whole-reads", "worker/rewardpool_worker/contract.py",
+           '"mean-intensity": BuiltinScorer("rewardpool_worker.scorers.intensity:MeanIntensityScorer", picks_frames=True)',
+           '"mean-intensity": BuiltinScorer("rewardpool_worker.scorers.intensity:MeanIntensityScorer")',
+           ("tests/unit/test_scorers.py",), "unit", "the operator sizes whole outputs where the worker reads ranges"),
+    Mutant("ranged-reads-never-used", "worker/rewardpool_worker/runtime/slots.py",
+           "self.frame_counts = frames_declared(scorer) if ranged_reads else None", "self.frame_counts = None",
+           ("tests/worker/test_pickscore.py",), "integration", "every stored output is read whole again",
+           k="ranged"),
 ]
 
 

@@ -68,9 +68,15 @@ def main(argv: list[str] | None = None) -> int:
     asb.set_defaults(func=_bench_autoscale)
 
     read = bsub.add_parser("read", help="store read paths compared: fresh registration, registered reader, views")
-    read.add_argument("--sizes", nargs="+", default=[str(269_000_000), str(1_230_000_000)],
-                      help="output sizes in bytes (default: an LTX-2.3 video and a MiniMax-H3 output)")
+    read.add_argument("--sizes", nargs="*", default=[str(269_000_000), str(1_230_000_000)],
+                      help="output sizes in bytes (default: an LTX-2.3 video and a MiniMax-H3 output; none given: "
+                           "skip the whole-read table)")
     read.add_argument("--repeats", type=int, default=3)
+    read.add_argument("--shapes", nargs="*", default=None,
+                      help="videos CxFxHxW[:dtype] for the ranged reads (default: LTX-2.3 uint8 and float32, "
+                           "H3-sized float32; none given: skip)")
+    read.add_argument("--num-frames", nargs="+", default=["1", "3", "8", "all"],
+                      help="numFrames of the ranged reads ('all': a whole read)")
     read.set_defaults(func=_bench_read)
 
     score = bsub.add_parser("score", help="PickScore frames/s and outputs/s of one worker, read and score apart")

@@ -8,8 +8,10 @@ warm-up batch, and the table gives:
 
   frames/s     picked frames scored per second of model time
   outputs/s    outputs per second of read + score (one worker, batches one after another)
-  read s/out   store read per output (into the registered buffer, zero-copy)
-  score s/out  model time per output (frame picking, processor, forwards)
+  MB read      bytes the store moved per output (ranged reads: the picked frames only)
+  per stage    seconds per output: read (into the registered buffer, zero-copy), pick + quantise
+               (`frames.pick_frames`), text (the prompts' forward), preprocess (the CLIP processor on PIL frames),
+               forward (the image forwards), the total, and which stage is the slowest
 
 Scores do not depend on framesPerForward; the bench checks that they agree across the runs."""
 from __future__ import annotations
@@ -19,6 +21,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+
+# A worker's scoring path, stage by stage: the store read (ranged: the picked frames only), frame picking and
+# the uint8 conversion, the prompts' text forward, the CLIP processor, the image forwards.
+STAGES = ("read", "pick", "text", "preprocess", "forward")
 
 
 def _videos(n: int, frames: int, height: int, width: int):
@@ -49,6 +56,8 @@ def bench_model(model: str, model_dir: Path, store, args, refs, prompts) -> list
         actor = StoredOutputRewardActor(scorer, readers, batch_size=args.batch_size)
         warmup = actor.warm_up()  # lazy initialisation paid here, as a worker pays it before Ready
         actor.stats()
+        scorer.stage_seconds.clear()
+        read_bytes = sum(r.stats.bytes_read for r in readers)
         scores = []
         for i in range(0, len(refs), args.batch_size):
             scores += actor.score_batch(refs[i:i + args.batch_size], prompts[i:i + args.batch_size])
@@ -59,11 +68,15 @@ def bench_model(model: str, model_dir: Path, store, args, refs, prompts) -> list
         if reference is None:
             reference = scores
         agree = max(abs(a - b) for a, b in zip(scores, reference))
+        stages = {"read": read, **{k: scorer.stage_seconds[k] for k in STAGES[1:]}}
         row = {"model": model, "device": scorer.device, "dtype": args.dtype, "framesPerForward": fpf,
                "outputs": n, "frames": frames, "frames_per_s": round(frames / score, 2),
                "outputs_per_s": round(n / (read + score), 3), "read_s_per_output": round(read / n, 4),
-               "score_s_per_output": round(score / n, 4), "warmup_s": round(warmup, 3), "load_s": round(load, 2),
-               "max_score_diff_vs_first": agree}
+               "score_s_per_output": round(score / n, 4),
+               "read_bytes_per_output": (sum(r.stats.bytes_read for r in readers) - read_bytes) // n,
+               **{f"{k}_s_per_output": round(v / n, 4) for k, v in stages.items()},
+               "total_s_per_output": round((read + score) / n, 4), "slowest_stage": max(stages, key=stages.get),
+               "warmup_s": round(warmup, 3), "load_s": round(load, 2), "max_score_diff_vs_first": agree}
         print(json.dumps(row), file=sys.stderr, flush=True)
         rows.append(row)
         for r in readers:
@@ -112,11 +125,14 @@ def run(args) -> dict:
 
 
 def table(report: dict) -> str:
-    lines = ["| model | device | dtype | framesPerForward | frames/s | outputs/s | read s/output | score s/output |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | device | dtype | framesPerForward | frames/s | outputs/s | MB read/output | "
+             "s per output: read | pick + quantise | text | preprocess | forward | total | slowest |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in report["results"]:
+        stages = " | ".join(str(r[f"{k}_s_per_output"]) for k in STAGES)
         lines.append(f"| {r['model']} | {r['device']} | {r['dtype']} | {r['framesPerForward']} | {r['frames_per_s']} "
-                     f"| {r['outputs_per_s']} | {r['read_s_per_output']} | {r['score_s_per_output']} |")
+                     f"| {r['outputs_per_s']} | {r['read_bytes_per_output'] / 1e6:.2f} | {stages} "
+                     f"| {r['total_s_per_output']} | {r['slowest_stage']} |")
     return "\n".join(lines)
 
 

@@ -10,6 +10,9 @@ rewards it logged before:
   forward, each scored against its own prompt. The grouping changes only float rounding, not the score."""
 from __future__ import annotations
 
+import time
+from collections import Counter
+
 import torch
 
 from ..frames import pick_frames
@@ -41,6 +44,9 @@ class PickScoreScorer:
         model = CLIPModel.from_pretrained(model_path, local_files_only=True).eval()
         self.model = model.to(device=self.device, dtype=self.dtype)
         self.num_frames, self.frames_per_forward = num_frames, frames_per_forward
+        # Seconds per stage since construction (pick + quantise, text, CLIP processor, model forward): what
+        # `rewardpool-bench score` reports, and cheap enough to keep on.
+        self.stage_seconds: Counter[str] = Counter()
 
     @torch.no_grad()
     def text_features(self, prompts: list[str]) -> torch.Tensor:
@@ -50,33 +56,50 @@ class PickScoreScorer:
                                            attention_mask=to_device(tok["attention_mask"], self.device))
         return _normalise(_features(out))
 
+    def preprocess(self, frames: list) -> torch.Tensor:
+        """Frames as PIL images through the CLIP processor (its resize and crop, as in the framework)."""
+        return self.processor(images=frames, return_tensors="pt")["pixel_values"]
+
     @torch.no_grad()
-    def image_features(self, frames: list) -> torch.Tensor:
-        """Frames as PIL images, through the CLIP processor (its resize and crop run on PIL, as in the
-        framework), then one forward."""
-        pixels = self.processor(images=frames, return_tensors="pt")["pixel_values"]
+    def forward_images(self, pixels: torch.Tensor) -> torch.Tensor:
         out = self.model.get_image_features(pixel_values=to_device(pixels, self.device, self.dtype))
         return _normalise(_features(out))
+
+    def image_features(self, frames: list) -> torch.Tensor:
+        return self.forward_images(self.preprocess(frames))
 
     @torch.no_grad()
     def score_frames(self, outputs: list[torch.Tensor], prompts: list[str]) -> list[torch.Tensor]:
         """Per-frame scores (float32, on the host) of every output."""
         from PIL import Image
 
+        clock = time.perf_counter
+        t0 = clock()
         picked = [pick_frames(o, self.num_frames, self.quantise) for o in outputs]  # (F, H, W, C) uint8 each
+        t1 = clock()
+        self.stage_seconds["pick"] += t1 - t0
         owner = [j for j, f in enumerate(picked) for _ in range(f.shape[0])]
         frames = [fr for f in picked for fr in f]
         unique = sorted(set(prompts), key=prompts.index)
         text = self.text_features(unique)
+        t2 = clock()
+        self.stage_seconds["text"] += t2 - t1
         row = torch.tensor([unique.index(prompts[j]) for j in owner], device=self.device)
         scale = self.model.logit_scale.float().exp()
         chunks = []
         for start in range(0, len(frames), self.frames_per_forward):
             stop = start + self.frames_per_forward
-            img = self.image_features([Image.fromarray(f.numpy()) for f in frames[start:stop]])
+            t3 = clock()
+            pixels = self.preprocess([Image.fromarray(f.numpy()) for f in frames[start:stop]])
+            t4 = clock()
+            img = self.forward_images(pixels)
             # Kept on the device until the end: no sync per forward, so the host prepares the next chunk.
             chunks.append(scale * (img * text[row[start:stop]]).sum(-1) / SCORE_DIVISOR)
+            self.stage_seconds["preprocess"] += t4 - t3
+            self.stage_seconds["forward"] += clock() - t4
+        t5 = clock()
         per_frame = torch.cat(chunks).cpu()
+        self.stage_seconds["forward"] += clock() - t5  # on a GPU: the forwards still running when the host is done
         return list(per_frame.split([f.shape[0] for f in picked]))
 
     def score_batch(self, outputs: list[torch.Tensor], prompts: list[str]) -> list[float]:
