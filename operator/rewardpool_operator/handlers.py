@@ -17,11 +17,12 @@ import socket
 
 import kopf
 
+from rewardpool_worker.contract import GROUP, PLURAL, POOL_LABEL, VERSION
+
 from .controller import Controller
 from .kube import NAD, Kube
 from .leader import LeaderElector
 from .podcache import PodCache
-from .spec import GROUP, PLURAL, POOL_LABEL, VERSION
 from .watches import NodeCache, watch_pool_pods
 
 log = logging.getLogger("rewardpool.operator")

@@ -11,9 +11,7 @@ from datetime import datetime, timezone
 
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
-from rewardpool_worker.contract import OperatorMetricNames as M
-
-from .spec import GROUP, PLURAL, VERSION
+from rewardpool_worker.contract import GROUP, PLURAL, VERSION, OperatorMetricNames as M
 
 log = logging.getLogger("rewardpool.operator")
 NAD = ("k8s.cni.cncf.io", "v1", "network-attachment-definitions")

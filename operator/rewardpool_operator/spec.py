@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from rewardpool_worker.contract import API_VERSION, GROUP, KIND, PLURAL, POOL_LABEL, VERSION  # noqa: F401 (re-exported)
+from rewardpool_worker.contract import API_VERSION, KIND, POOL_LABEL
 
 HASH_LABEL = "rewardpool.io/template-hash"
 COMPONENT_LABEL = "app.kubernetes.io/component"

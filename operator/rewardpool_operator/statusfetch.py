@@ -14,11 +14,10 @@ import aiohttp
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from rewardpool_worker.contract import HEALTH_PATH, HTTP_PORT, WorkerHealth
+from rewardpool_worker.contract import GROUP, HEALTH_PATH, HTTP_PORT, KIND, PLURAL, VERSION, WorkerHealth
 
 from . import statusview
 from .kube import api_message, read_json
-from .spec import GROUP, KIND, PLURAL, VERSION
 
 HEALTH_TIMEOUT_SECONDS = 2.0  # a worker that cannot answer in this long is shown as "-", not waited for
 CLEAR = "\033[H\033[2J"  # cursor home + clear screen: what `watch` does between frames

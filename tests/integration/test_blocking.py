@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import wait_for
-from tests.integration.test_operator import pool_manifest
+from tests.factories import pool_manifest
 
 W = {"name": "worker"}
 PSS, OWNED = "ForbiddenPodSetting", "OwnedPodField"
@@ -39,7 +39,7 @@ def blocked(api, operator):
     """All the blocked pools at once, in one namespace (the operator reconciles them in parallel)."""
     from kubernetes import client
 
-    from tests.integration.test_operator import Pools
+    from tests.factories import Pools
 
     ns = "blocked-findings"
     core = client.CoreV1Api(api)

@@ -432,7 +432,7 @@ def test_operator_works_with_only_the_namespaced_grants(chart, api, spaces, name
     watched namespace to Ready (pods, service, attachment, events, status: every grant it needs is there)
     and leaves a pool in an unwatched namespace alone, with no Forbidden error on the way."""
     from rewardpool_devcluster.stack import OperatorProcess, service_account_kubeconfig
-    from tests.integration.test_operator import Pools, pool_manifest
+    from tests.factories import Pools, pool_manifest
 
     kc = service_account_kubeconfig(chart, release="rpns", namespace="rpns-system")
     log = tmp_path / "operator-namespaced.log"

@@ -11,7 +11,7 @@ from kubernetes.client.exceptions import ApiException
 
 from rewardpool_devcluster.stack import kubectl
 from tests.conftest import wait_for
-from tests.integration.test_operator import Pools, pool_manifest
+from tests.factories import Pools, pool_manifest
 
 
 def _token(core, ns, name):

@@ -12,7 +12,7 @@ import yaml
 
 from rewardpool_devcluster.stack import kubectl, third_party_crds
 from tests.conftest import wait_for
-from tests.integration.test_operator import pool_manifest, pools  # noqa: F401  (fixture)
+from tests.factories import pool_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "keda-scaledobject.yaml"

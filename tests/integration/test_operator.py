@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -13,67 +12,9 @@ from rewardpool_devcluster.stack import kubectl
 from rewardpool_operator.spec import HASH_LABEL, POOL_LABEL
 from rewardpool_worker.contract import ENV_VAR, WorkerConfig
 from tests.conftest import wait_for
+from tests.factories import G, P, V, pool_manifest
 
-G, V, P = "rewardpool.io", "v1alpha1", "rewardpools"
 NAD = ("k8s.cni.cncf.io", "v1", "network-attachment-definitions")
-
-
-def pool_manifest(name: str, replicas: int = 2, **spec) -> dict:
-    base = {
-        "replicas": replicas, "image": "rewardpool-worker:test",
-        "scorer": {"name": "pickscore", "numFrames": 8, "batchSize": 4, "modelPath": "/models/pickscore"},
-        "store": {"master": "127.0.0.1:50051", "protocol": "rdma", "devices": ["mlx5_0"]},
-        "sizing": {"samplesPerRollout": 64, "outputBytesPerSample": "269M", "latentBytesPerSample": "10M"},
-        "network": {"ipvlan": {"master": "bond0", "mtu": 4200,
-                               "ipam": {"type": "whereabouts", "range": "192.168.77.0/24"}}},
-        # kwok pods run no worker: to the operator they are Ready but never answer, so a drain ends at the
-        # drain timeout (a real worker drains itself, through the HTTP call or its pod annotation).
-        "drainTimeoutSeconds": 3,
-    }
-    base.update(spec)
-    return {"apiVersion": f"{G}/{V}", "kind": "RewardPool", "metadata": {"name": name}, "spec": base}
-
-
-class Pools:
-    def __init__(self, api, ns):
-        self.api, self.ns = api, ns
-        self.co, self.core = client.CustomObjectsApi(api), client.CoreV1Api(api)
-
-    def create(self, manifest):
-        return self.co.create_namespaced_custom_object(G, V, self.ns, P, manifest)
-
-    def get(self, name):
-        return self.co.get_namespaced_custom_object(G, V, self.ns, P, name)
-
-    def patch(self, name, patch):
-        return self.co.patch_namespaced_custom_object(G, V, self.ns, P, name, patch)
-
-    def pods(self, name, include_terminating=False):
-        items = self.core.list_namespaced_pod(self.ns, label_selector=f"{POOL_LABEL}={name}").items
-        return [p for p in items if include_terminating or p.metadata.deletion_timestamp is None]
-
-    def condition(self, name, type_):
-        for c in (self.get(name).get("status") or {}).get("conditions", []):
-            if c["type"] == type_:
-                return c
-        return None
-
-    def wait_ready(self, name, replicas, timeout=60):
-        def ready():
-            st = self.get(name).get("status") or {}
-            c = self.condition(name, "Ready")
-            return (c and c["status"] == "True" and st.get("readyReplicas") == replicas
-                    and len(self.pods(name)) == replicas)
-        return wait_for(ready, timeout, what=f"{name} Ready with {replicas} workers")
-
-    def events(self, name):
-        evs = self.core.list_namespaced_event(self.ns, field_selector=f"involvedObject.name={name}").items
-        return [(e.type, e.reason, e.message) for e in evs]
-
-
-@pytest.fixture()
-def pools(api, ns, operator):
-    return Pools(api, ns)
 
 
 def test_pool_becomes_ready_with_correct_pods_nad_and_status(pools, ns, cluster):

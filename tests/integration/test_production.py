@@ -8,7 +8,7 @@ from kubernetes import client
 from rewardpool_devcluster.nodes import kwok_node
 from rewardpool_devcluster.stack import OperatorProcess, service_account_kubeconfig
 from tests.conftest import wait_for
-from tests.integration.test_operator import pool_manifest, pools  # noqa: F401  (fixture)
+from tests.factories import pool_manifest
 
 HASH = "rewardpool.io/template-hash"
 

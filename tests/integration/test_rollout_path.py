@@ -9,7 +9,7 @@ import time
 from rewardpool_devcluster.stack import kubectl
 from rewardpool_operator.rollout import max_unavailable
 from tests.conftest import wait_for
-from tests.integration.test_operator import pool_manifest, pools  # noqa: F401  (fixture)
+from tests.factories import pool_manifest
 from tests.integration.timeline import Timeline
 
 FIXED = {"master": "127.0.0.1:50051", "protocol": "rdma", "devices": ["mlx5_0"], "segmentSize": "4Gi"}

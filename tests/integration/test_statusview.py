@@ -11,7 +11,7 @@ import threading
 import time
 
 from tests.conftest import wait_for
-from tests.integration.test_operator import pools, pool_manifest  # noqa: F401  (the `pools` fixture)
+from tests.factories import pool_manifest
 
 STATUS = [sys.executable, "-m", "rewardpool_operator.cli", "status"]
 

@@ -1,8 +1,6 @@
 """The built-in autoscaler's decision, table-driven, and a noisy demand trace that must not make it flap."""
 import random
 
-import pytest
-
 from rewardpool_operator.autoscaler import ScalingInputs, decide
 from rewardpool_operator.observed import History, Signals
 from rewardpool_operator.spec import Autoscaling

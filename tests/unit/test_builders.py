@@ -4,15 +4,7 @@ from rewardpool_operator import builders, sizing, validate
 from rewardpool_operator.placement import nodes_that_fit
 from rewardpool_operator.spec import HASH_LABEL, Pool
 from rewardpool_worker.contract import ENV_VAR, WorkerConfig
-
-
-def pool(**spec_over) -> Pool:
-    spec = {"image": "img:1", "replicas": 3, "scorer": {"name": "pickscore", "numFrames": 8},
-            "store": {"master": "mc:50051", "devices": ["mlx5_0"]},
-            "sizing": {"samplesPerRollout": 64, "outputBytesPerSample": "269M"},
-            "network": {"ipvlan": {"master": "bond0", "mtu": 4200, "ipam": {"type": "whereabouts", "range": "192.168.9.0/24"}}}}
-    spec.update(spec_over)
-    return Pool.from_object({"metadata": {"name": "p", "namespace": "ns", "uid": "u-1"}, "spec": spec})
+from tests.factories import allocatable_node, pool
 
 
 def render(p: Pool):
@@ -185,20 +177,13 @@ def test_semantic_checks():
         "DuplicateScorer"]
 
 
-def node(name, memory, rdma="1k"):
-    alloc = {"memory": memory}
-    if rdma:
-        alloc["rdma/rdma_shared_device_a"] = rdma
-    return {"metadata": {"name": name}, "status": {"allocatable": alloc}}
-
-
 def test_placement_fit():
     p = pool()
     s = sizing.compute(p.spec)
-    assert nodes_that_fit(p.spec, s.memory_bytes, [node("a", "1Ti"), node("b", "1Gi")])[0] == ["a"]
-    fit, why = nodes_that_fit(p.spec, s.memory_bytes, [node("b", "8Gi")])
+    assert nodes_that_fit(p.spec, s.memory_bytes, [allocatable_node("a", "1Ti"), allocatable_node("b", "1Gi")])[0] == ["a"]
+    fit, why = nodes_that_fit(p.spec, s.memory_bytes, [allocatable_node("b", "8Gi")])
     assert fit == [] and "largest RDMA node" in why and "8.0GiB" in why
-    fit, why = nodes_that_fit(p.spec, s.memory_bytes, [node("c", "1Ti", rdma=None)])
+    fit, why = nodes_that_fit(p.spec, s.memory_bytes, [allocatable_node("c", "1Ti", rdma=None)])
     assert fit == [] and "rdma/rdma_shared_device_a" in why
     assert "no node carries" in nodes_that_fit(p.spec, 1, [])[1]
 

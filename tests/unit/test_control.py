@@ -4,7 +4,7 @@ import base64
 from rewardpool_operator import builders, sizing
 from rewardpool_worker.contract import CONTROL_TOKEN_DIR, CONTROL_TOKEN_FILE, control_header
 from rewardpool_worker.runtime.control import ControlAuth
-from tests.unit.test_builders import pool
+from tests.factories import pool
 
 
 def test_token_check_401_without_403_wrong_200_right(tmp_path):

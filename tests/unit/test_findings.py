@@ -4,7 +4,7 @@ import pytest
 
 from rewardpool_operator import builders, podsecurity, sizing, validate
 from rewardpool_operator.findings import blocks_workers
-from tests.unit.test_builders import pool
+from tests.factories import pool
 
 NODE = {"metadata": {"name": "n"}, "status": {"allocatable": {"memory": "2Ti", "rdma/rdma_shared_device_a": "4"}}}
 

@@ -8,7 +8,7 @@ import pytest
 
 from rewardpool_operator.builders import headless_service
 from rewardpool_operator.owned import Applied, holds, needs_apply
-from tests.unit.test_builders import pool
+from tests.factories import pool
 
 WANT = headless_service(pool())
 

@@ -4,47 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rewardpool_operator import builders, sizing
-from rewardpool_operator.conditions import now as rfc3339
-from rewardpool_operator.observed import Network, Observed, Signals
-from rewardpool_operator.plan import NODE_LOST_SECONDS, lost_reason, plan
-from rewardpool_operator.spec import HASH_LABEL
-from rewardpool_worker.contract import DRAIN_ANNOTATION
-from tests.unit.test_builders import pool
-
-NOW = 1_900_000_000.0
-NET = Network(True, "AttachmentReady", "ok")
-
-
-def node(name="n0", ready=True, since=NOW - 3600):
-    return {"metadata": {"name": name}, "status": {"conditions": [
-        {"type": "Ready", "status": "True" if ready else "Unknown", "lastTransitionTime": rfc3339(since)}]}}
-
-
-def pod(name, hash_="H", ready=True, phase="Running", node_name="n0", drain=None, deleted=None, created=0,
-        reason=None, ip=None):
-    meta = {"name": name, "labels": {HASH_LABEL: hash_}, "annotations": {},
-            "creationTimestamp": rfc3339(NOW - 1000 + created)}
-    if drain is not None:
-        meta["annotations"][DRAIN_ANNOTATION] = rfc3339(NOW - drain)
-    if deleted is not None:
-        meta["deletionTimestamp"] = rfc3339(NOW - deleted)
-        meta["deletionGracePeriodSeconds"] = 30
-    status = {"phase": phase, "podIP": ip or f"10.0.0.{abs(hash(name)) % 250}",
-              "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}
-    if reason:
-        status["reason"] = reason
-    return {"metadata": meta, "spec": {"nodeName": node_name}, "status": status}
-
-
-def run(pods, replicas=2, nodes=None, blocking=False, network=NET, health=None, silent=None, used=None, **spec):
-    p = pool(replicas=replicas, drainTimeoutSeconds=600, **spec)
-    s = sizing.compute(p.spec)
-    obs = Observed(pods=pods, nodes={n["metadata"]["name"]: n for n in (nodes or [node()])},
-                   signals=Signals(0, 0, None, len(pods)), health=health or {}, segment_used=used or {},
-                   unreachable_for=silent or {}, now=NOW)
-    return plan(p, s, builders.pod_template(p, s), "H", obs, blocking, network, {})
-
+from rewardpool_operator.observed import Network
+from rewardpool_operator.plan import NODE_LOST_SECONDS, lost_reason
+from tests.factories import NOW, pod, ready_node, run_plan
 
 def deleted(pl):
     return sorted(n for n, *_ in pl.delete)
@@ -55,7 +17,7 @@ def drained(pl):
 
 
 def test_steady_pool_does_nothing():
-    pl = run([pod("a"), pod("b")])
+    pl = run_plan([pod("a"), pod("b")])
     assert (pl.delete, pl.drain, pl.create) == ([], [], 0) and pl.ready == 2 and pl.active == 2
 
 
@@ -66,45 +28,45 @@ def test_steady_pool_does_nothing():
     pod("b", node_name="n1"),  # n1 NotReady for longer than the grace
 ], ids=["evicted", "succeeded", "node-deleted", "node-not-ready"])
 def test_lost_worker_is_deleted_and_replaced_and_not_counted(lost):
-    nodes = [node(), node("n1", ready=False, since=NOW - NODE_LOST_SECONDS - 1)]
-    pl = run([pod("a"), lost], nodes=nodes)
+    nodes = [ready_node(), ready_node("n1", ready=False, since=NOW - NODE_LOST_SECONDS - 1)]
+    pl = run_plan([pod("a"), lost], nodes=nodes)
     assert deleted(pl) == ["b"] and pl.create == 1 and pl.lost == 1
     assert pl.delete[0][2] == "WorkerLost" and pl.delete[0][1] == "Warning"
     assert pl.ready == 1  # the lost worker is not counted
 
 
 def test_node_briefly_not_ready_is_not_lost_yet():
-    nodes = [node(), node("n1", ready=False, since=NOW - 5)]
+    nodes = [ready_node(), ready_node("n1", ready=False, since=NOW - 5)]
     assert lost_reason(pod("b", node_name="n1"), {n["metadata"]["name"]: n for n in nodes}, NOW) is None
-    assert run([pod("a"), pod("b", node_name="n1")], nodes=nodes).create == 0
+    assert run_plan([pod("a"), pod("b", node_name="n1")], nodes=nodes).create == 0
 
 
 def test_stuck_terminating_pod_does_not_block_a_roll():
     # replicas 2, both stale; a third old pod has been terminating on a lost node for long.
-    nodes = [node(), node("n1", ready=False, since=NOW - 600)]
+    nodes = [ready_node(), ready_node("n1", ready=False, since=NOW - 600)]
     pods = [pod("a", hash_="old"), pod("b", hash_="old"), pod("c", hash_="old", deleted=500, node_name="n1")]
-    pl = run(pods, nodes=nodes)
+    pl = run_plan(pods, nodes=nodes)
     assert len(pl.drain) == 1  # the roll proceeds despite c
     fresh = [pod("a", hash_="old"), pod("b", hash_="old"), pod("c", hash_="old", deleted=1)]
-    assert run(fresh).drain == []  # a pod that is still terminating normally counts against the budget
+    assert run_plan(fresh).drain == []  # a pod that is still terminating normally counts against the budget
 
 
 def test_roll_keeps_the_budget_one_at_a_time():
-    pl = run([pod("a", hash_="old", created=1), pod("b", hash_="old", created=2)])
+    pl = run_plan([pod("a", hash_="old", created=1), pod("b", hash_="old", created=2)])
     assert drained(pl) == ["b"] and pl.create == 0  # newest stale first; replacement once it has left
-    pl = run([pod("a", hash_="old"), pod("b", hash_="old", drain=1)])
+    pl = run_plan([pod("a", hash_="old"), pod("b", hash_="old", drain=1)])
     assert pl.drain == [] and pl.create == 1  # b draining: its replacement comes, nothing else is drained
-    pl = run([pod("a", hash_="old"), pod("c", ready=False)])
+    pl = run_plan([pod("a", hash_="old"), pod("c", ready=False)])
     assert pl.drain == []  # the replacement is not ready yet
-    pl = run([pod("a", hash_="old"), pod("c")])
+    pl = run_plan([pod("a", hash_="old"), pod("c")])
     assert drained(pl) == ["a"]
 
 
 def test_a_rollback_replaces_the_unavailable_pods_of_the_bad_template_at_once():
     # spec.image was set to a tag that is not there and back: the bad template's pod never became Ready
-    pl = run([pod("good", hash_="H"), pod("bad", hash_="bad-image", ready=False)])
+    pl = run_plan([pod("good", hash_="H"), pod("bad", hash_="bad-image", ready=False)])
     assert drained(pl) == ["bad"] and pl.create == 0  # its replacement comes once it is marked
-    pl = run([pod("good", hash_="H"), pod("bad", hash_="bad-image", ready=False, drain=1)],
+    pl = run_plan([pod("good", hash_="H"), pod("bad", hash_="bad-image", ready=False, drain=1)],
              silent={"bad": 11.0})
     assert deleted(pl) == ["bad"] and pl.create == 1  # not Ready, silent: deleted; replaced at once
 
@@ -112,54 +74,54 @@ def test_a_rollback_replaces_the_unavailable_pods_of_the_bad_template_at_once():
 def test_unavailable_stale_pods_are_outside_the_budget_but_count_against_it():
     pods = [pod("r0", hash_="old"), pod("r1", hash_="old"), pod("u0", hash_="old", ready=False),
             pod("u1", hash_="old", ready=False)]
-    pl = run(pods, replicas=4)  # budget 1, and 2 already unavailable: no Ready one may go yet
+    pl = run_plan(pods, replicas=4)  # budget 1, and 2 already unavailable: no Ready one may go yet
     assert sorted(drained(pl)) == ["u0", "u1"]
-    pl = run([pod(f"r{i}", hash_="old", created=i) for i in range(4)] + [pod("u", hash_="old", ready=False)],
+    pl = run_plan([pod(f"r{i}", hash_="old", created=i) for i in range(4)] + [pod("u", hash_="old", ready=False)],
              replicas=5)
     assert drained(pl) == ["u"]  # the budget (1) is spent by u itself
 
 
 def test_a_roll_to_a_template_that_never_gets_ready_stops_at_the_budget():
-    pl = run([pod("a", hash_="old"), pod("new", ready=False)])
+    pl = run_plan([pod("a", hash_="old"), pod("new", ready=False)])
     assert pl.drain == [] and pl.create == 0  # the new pod is not stale: it keeps its place, a stays serving
 
 
 def test_big_roll_drains_a_quarter():
     pods = [pod(f"w{i}", hash_="old", created=i) for i in range(16)]
-    assert len(run(pods, replicas=16).drain) == 4
+    assert len(run_plan(pods, replicas=16).drain) == 4
 
 
 def test_scale_in_drains_the_newest_idle_and_creates_nothing():
     pods = [pod("a", created=1), pod("b", created=2), pod("c", created=3), pod("d", created=4)]
-    pl = run(pods, replicas=2)
+    pl = run_plan(pods, replicas=2)
     assert drained(pl) == ["d", "c"] and pl.create == 0 and pl.delete == []
 
 
 def test_scale_up_creates():
-    pl = run([pod("a")], replicas=4)
+    pl = run_plan([pod("a")], replicas=4)
     assert pl.create == 3 and pl.drain == []
 
 
 def test_blocked_pool_only_cleans_up_dead_workers():
     pods = [pod("a", hash_="old"), pod("b", phase="Failed")]
-    for pl in (run(pods, blocking=True), run(pods, network=Network(False, "AttachmentNotFound", "x"))):
+    for pl in (run_plan(pods, blocking=True), run_plan(pods, network=Network(False, "AttachmentNotFound", "x"))):
         assert (deleted(pl), pl.drain, pl.create, pl.managed) == (["b"], [], 0, False)
         assert "replacing" not in pl.delete[0][3]
 
 
 def test_drain_verdicts_delete_only_when_nothing_is_lost():
     pods = [pod("a"), pod("b"), pod("c", drain=30), pod("d", drain=30), pod("e", drain=30)]
-    pl = run(pods, health={"c": {"phase": "drained"}, "d": {"phase": "drained"}, "e": None},
+    pl = run_plan(pods, health={"c": {"phase": "drained"}, "d": {"phase": "drained"}, "e": None},
              used={"c": 0, "d": 4096}, silent={"e": 1})
     assert deleted(pl) == ["c"]  # d's segment holds outputs; e went silent a moment ago
 
 
 def test_oldest_drain_age_is_planned_for_the_metric():
-    assert run([pod("a"), pod("b")]).oldest_drain_seconds == 0.0
-    pl = run([pod("a"), pod("b", drain=30), pod("c", drain=90)], health={"b": None, "c": None})
+    assert run_plan([pod("a"), pod("b")]).oldest_drain_seconds == 0.0
+    pl = run_plan([pod("a"), pod("b", drain=30), pod("c", drain=90)], health={"b": None, "c": None})
     assert pl.oldest_drain_seconds == pytest.approx(90, abs=1)
 
 
 def test_pods_created_count_as_unavailable_so_scale_up_and_roll_do_not_overlap():
-    pl = run([pod("a", hash_="old"), pod("b", hash_="old")], replicas=3)
+    pl = run_plan([pod("a", hash_="old"), pod("b", hash_="old")], replicas=3)
     assert pl.create == 1 and pl.drain == []

@@ -3,7 +3,7 @@ import pytest
 
 from rewardpool_operator import builders, rollout
 from rewardpool_operator.spec import HASH_LABEL
-from tests.unit.test_builders import pool
+from tests.factories import pool
 
 
 @pytest.mark.parametrize("replicas,budget", [(0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (7, 1), (8, 2), (16, 4)])

@@ -32,19 +32,18 @@ def test_replica_failure_is_told_again_only_when_its_message_changes():
 
 
 def _roll_status(pods, old, now, deadline=600):
-    from rewardpool_operator import builders, sizing
+    from rewardpool_operator import sizing
     from rewardpool_operator.observed import Signals
-    from tests.unit.test_plan import NET, run
-    from tests.unit.test_builders import pool
+    from tests.factories import NET, pool, run_plan
 
     p = pool(replicas=2, progressDeadlineSeconds=deadline)
     s = sizing.compute(p.spec)
-    pl = run(pods)
+    pl = run_plan(pods)
     return status.compute(p, s, [], NET, pl, Signals(0, 0, None, 2), [], old, 1, "", now=now)
 
 
 def test_a_roll_that_stops_changing_says_progress_deadline_exceeded_and_a_change_resets_it():
-    from tests.unit.test_plan import pod
+    from tests.factories import pod
 
     stuck = [pod("a", hash_="old"), pod("new", ready=False)]  # the new template's pod never gets Ready
     t0 = 1_900_000_000.0

@@ -8,8 +8,11 @@ import importlib
 import inspect
 
 from ..contract import BUILTIN_SCORERS, ScorerConfig, WorkerConfig
-from .base import Scorer, ScorerOptions, option, warm_up  # noqa: F401 (re-exported: what a custom scorer implements)
+from .base import Scorer, ScorerOptions, option, warm_up
 from .mixture import WeightedMixture
+
+__all__ = ["Scorer", "ScorerOptions", "WeightedMixture", "build_scorer", "build_scorers", "frames_declared",
+           "scorer_class", "warm_up"]
 
 
 def scorer_class(ref: str):
