@@ -137,7 +137,7 @@ def table(report: dict) -> str:
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--models", nargs="+", default=["tiny", "clip-h14"], choices=["tiny", "clip-h14"])
+    p.add_argument("--models", nargs="+", default=["tiny", "clip-h14"], choices=["tiny", "small", "clip-h14"])
     p.add_argument("--frames-per-forward", nargs="+", type=int, default=[1, 8, 32])
     p.add_argument("--outputs", type=int, default=16, help="outputs scored per run (tiny)")
     p.add_argument("--large-outputs", type=int, default=4, help="outputs per run for clip-h14 (slow on CPU)")

@@ -64,14 +64,19 @@ def infra_objects(worker_image: str, ns: str = INFRA_NS) -> list[dict]:
             master, _service("mooncake-master", ns, mports), ray_head, _service("ray-head", ns, rports)]
 
 
+MODELS_DIR = "/models"  # where a pool's model volume is mounted in the worker container
+
+
 def real_node_pool(name: str, namespace: str, image: str, *, replicas: int = 2, attachment: str | None = None,
                    infra_ns: str = INFRA_NS, samples: int = 8, output_bytes: str = "4M",
-                   drain_timeout: int = 120, cpu: str = "500m") -> dict:
+                   drain_timeout: int = 120, cpu: str = "500m", scorer: dict | None = None,
+                   frames_per_sample: int | None = None, model_claim: str | None = None) -> dict:
     """A RewardPool whose workers run on the real node: selected by its label, tolerating its taint, tcp store
-    (the node is labelled RDMA-capable for placement but has no RDMA device), the mean-intensity scorer."""
+    (the node is labelled RDMA-capable for placement but has no RDMA device); the mean-intensity scorer unless
+    `scorer` says otherwise. `model_claim`: a PersistentVolumeClaim mounted read-only at MODELS_DIR."""
     spec = {
         "replicas": replicas, "image": image,
-        "scorer": {"name": "mean-intensity", "numFrames": 4, "batchSize": 4, "modelMemory": "64Mi"},
+        "scorer": scorer or {"name": "mean-intensity", "numFrames": 4, "batchSize": 4, "modelMemory": "64Mi"},
         "store": {"master": f"mooncake-master.{infra_ns}.svc.cluster.local:{MASTER_PORT}",
                   "metricsAddress": f"mooncake-master.{infra_ns}.svc.cluster.local:{MASTER_METRICS_PORT}",
                   "metadataServer": "P2PHANDSHAKE", "protocol": "tcp", "segmentSize": "auto",
@@ -90,6 +95,12 @@ def real_node_pool(name: str, namespace: str, image: str, *, replicas: int = 2, 
     }
     if attachment:
         spec["network"] = {"attachment": attachment}
+    if frames_per_sample:
+        spec["sizing"]["framesPerSample"] = frames_per_sample
+    if model_claim:
+        pod = spec["podTemplate"]["spec"]
+        pod["volumes"] = [{"name": "models", "persistentVolumeClaim": {"claimName": model_claim, "readOnly": True}}]
+        pod["containers"][0]["volumeMounts"] = [{"name": "models", "mountPath": MODELS_DIR, "readOnly": True}]
     return {"apiVersion": "rewardpool.io/v1alpha1", "kind": "RewardPool",
             "metadata": {"name": name, "namespace": namespace}, "spec": spec}
 

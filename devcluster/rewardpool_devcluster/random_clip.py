@@ -1,7 +1,8 @@
 """CLIP models built locally from a config, with random weights (nothing is downloaded): a byte-level
 vocabulary, the PIL image processor, real transformers code paths. `tiny` is small enough for CPU tests;
-`clip-h14` has the shapes of PickScore's CLIP-H/14 (ViT-H/14 at 224 px, 1024-wide text tower), so timings
-and memory are those of the real model, the scores are not."""
+`small` (the demo's) takes CLIP's 224 px input at a size two cores score quickly; `clip-h14` has the shapes
+of PickScore's CLIP-H/14 (ViT-H/14 at 224 px, 1024-wide text tower), so timings and memory are those of the
+real model, the scores are not."""
 from __future__ import annotations
 
 import json
@@ -13,6 +14,12 @@ SIZES = {
         vision=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                     image_size=32, patch_size=8),
         projection_dim=16, image_px=32),
+    # the demo's default: CLIP's real 224 px input through the real processor, a forward that fits 2 cores
+    "small": dict(
+        text=dict(hidden_size=256, intermediate_size=1024, num_hidden_layers=4, num_attention_heads=4),
+        vision=dict(hidden_size=256, intermediate_size=1024, num_hidden_layers=4, num_attention_heads=4,
+                    image_size=224, patch_size=32),
+        projection_dim=256, image_px=224),
     "clip-h14": dict(
         text=dict(hidden_size=1024, intermediate_size=4096, num_hidden_layers=24, num_attention_heads=16),
         vision=dict(hidden_size=1280, intermediate_size=5120, num_hidden_layers=32, num_attention_heads=16,

@@ -95,8 +95,9 @@ def main() -> int:
         refs = []
         for i in range(args.samples):
             g = torch.Generator().manual_seed(r * 100000 + i)
-            # an LTX-2.3 video output: frames x channels x height x width, uint8 (scaled down)
-            video = (torch.rand(args.frames, 3, args.height, args.width, generator=g) * 255).to(torch.uint8)
+            # an LTX-2.3 video output as the framework lays it out: channels x frames x height x width, uint8
+            # (scaled down in height and width)
+            video = (torch.rand(3, args.frames, args.height, args.width, generator=g) * 255).to(torch.uint8)
             refs.append(put_output(store, f"{args.namespace}/{args.pool}/r{r}/s{i}", video,
                                    preferred_segment=store.hostname))
         releaser.expect(refs)

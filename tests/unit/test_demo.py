@@ -1,0 +1,50 @@
+"""The demo's pieces that are pure: its pool passes the operator's own checks with the model volume mounted,
+the model volume binds its one claim on the real node, and the per-output figures come from what workers
+export."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from prometheus_client import generate_latest
+
+from rewardpool_devcluster import demo
+from rewardpool_devcluster.incluster import real_node_pool
+from rewardpool_operator import builders, sizing, validate
+from rewardpool_operator.spec import Pool
+from rewardpool_worker.runtime.metrics import WorkerMetrics
+
+
+def test_the_demo_pool_with_its_model_volume_passes_the_operators_checks():
+    scorer = {"name": "pickscore", "numFrames": demo.NUM_FRAMES, "batchSize": 4, "modelPath": "/models/clip-small"}
+    obj = real_node_pool(demo.POOL, demo.NS, "localhost/w:1", scorer=scorer, samples=demo.SAMPLES,
+                         output_bytes=str(demo.OUTPUT_BYTES), frames_per_sample=demo.FRAMES,
+                         model_claim=demo.MODEL_CLAIM)
+    pool = Pool.from_object({**obj, "metadata": {**obj["metadata"], "uid": "u"}})
+    size = sizing.compute(pool.spec)
+    pod = builders.pod_template(pool, size)
+    assert [p.reason for p in validate.check(pool.spec, pod) if p.blocking] == []
+    worker = next(c for c in pod["spec"]["containers"] if c["name"] == "worker")
+    assert {"name": "models", "mountPath": "/models", "readOnly": True} in worker["volumeMounts"]
+    # 3 of 121 frames per output in each read slot, not the whole output
+    assert size.read_buffer_bytes == 4 * -(-demo.OUTPUT_BYTES // demo.FRAMES) * demo.NUM_FRAMES
+
+
+def test_the_model_volume_binds_its_claim_on_the_real_node():
+    pv, pvc = demo.model_volume(Path("/cache/models/clip-small-abc"))
+    assert pv["spec"]["local"]["path"] == "/cache/models"
+    assert pv["spec"]["claimRef"] == {"namespace": demo.NS, "name": demo.MODEL_CLAIM}
+    assert pvc["spec"]["volumeName"] == pv["metadata"]["name"] and pvc["metadata"]["name"] == demo.MODEL_CLAIM
+    term = pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]
+    assert term["values"] == ["realnode"]
+
+
+def test_per_output_figures_from_the_workers_metrics():
+    texts = []
+    for outputs, read, score, nbytes in ((3, 0.03, 0.3, 300_000), (1, 0.01, 0.1, 100_000)):
+        m = WorkerMetrics("pickscore")
+        m.update({"queue_depth": 0, "pending_bytes": 0, "draining": False, "outputs": outputs,
+                  "bytes_read": nbytes, "batch_log": [(outputs, 0.0, read, score)]})
+        texts.append(generate_latest(m.registry).decode())
+    got = demo.worker_figures(texts)
+    assert got["outputs"] == 4 and round(got["read_bytes"]) == 100_000
+    assert abs(got["read_s"] - 0.01) < 1e-9 and abs(got["score_s"] - 0.1) < 1e-9
