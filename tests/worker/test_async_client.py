@@ -16,7 +16,8 @@ from rewardpool_devcluster.producer import make_tensor
 from rewardpool_worker.client.async_client import AsyncRewardPoolClient
 from rewardpool_worker.client import RewardPoolClient
 from rewardpool_worker.errors import Draining, PoolUnavailable, SampleError, ScorerError, unwrap
-from rewardpool_worker.store import ObjectNotFound
+from rewardpool_worker.records import OutputRef
+from rewardpool_worker.store import InvalidParams, ObjectNotFound
 
 MEAN = {"class": "tests.worker.custom_scorer:MeanScorer", "batch_size": 1}
 
@@ -99,6 +100,20 @@ def test_worker_errors_cross_ray_as_types(pool_actors):
     ray.get(w.drain.remote())
     with pytest.raises(Draining):  # the RayTaskError is also an instance of the worker's class
         ray.get(w.score_batch.remote([torch.zeros(3, 4, 4)], ["ok"]))
+
+
+def test_a_ranged_read_past_the_stored_end_fails_that_sample_alone(pool_actors, producer):
+    # mean-intensity picks 2 frames, so the workers read ranges; one ref claims more frames than were stored.
+    pool_actors("rng", 2, {"name": "mean-intensity", "num_frames": 2, "batch_size": 4})
+    refs = [producer.put(f"rng-{i}", seed=40 + i, shape=(3, 10, 4, 4), dtype="uint8") for i in range(4)]
+    short = refs[2]
+    refs[2] = OutputRef(short.key, short.nbytes * 3, short.dtype, (3, 30, 4, 4))
+    res = RewardPoolClient("rng", "t").score(refs, ["p"] * 4)
+    assert [type(r) for r in res] == [float, float, SampleError, float]
+    assert isinstance(res[2].cause, InvalidParams) and "past the stored object's end" in str(res[2].cause)
+    for i in (0, 1, 3):  # frames 0 and 9 of each, as the frame rule picks them
+        picked = make_tensor(40 + i, [3, 10, 4, 4], "uint8")[:, [0, 9]]
+        assert res[i] == pytest.approx(float(picked.float().mean() / 255.0))
 
 
 def test_a_failed_sample_fails_alone(pool_actors, producer, store):
