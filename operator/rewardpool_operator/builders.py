@@ -8,7 +8,8 @@ import hashlib
 import json
 
 from rewardpool_worker.contract import (ANNOTATIONS_FILE, CONTROL_SECRET_KEY, CONTROL_TOKEN_DIR, ENV_VAR,
-                                        HEALTH_PATH, HTTP_PORT, READY_PATH, ROCE_INTERFACE, RayConfig,
+                                        HEALTH_PATH, HTTP_PORT, READY_PATH, ROCE_INTERFACE, SCORER_VERSION_LABEL,
+                                        RayConfig,
                                         ScorerConfig, StoreConfig, WorkerConfig, control_secret_name,
                                         termination_grace_seconds)
 
@@ -131,6 +132,19 @@ def scorer_config(component, shared) -> ScorerConfig:
                         batch_size=shared.batchSize, device=shared.device, gpus=shared.gpus, dtype=shared.dtype)
 
 
+def scorer_digest(pool: Pool) -> str:
+    """The part of a pool's identity that decides its scores (the pod label and the worker's version prefix):
+    the image, each scorer as the worker builds it (name or class, args, numFrames, model and processor paths,
+    weight) and the dtype. Not batchSize, framesPerForward, device or GPUs: they change speed and float
+    rounding, not what is scored."""
+    sc = pool.spec.scorer
+    parts = [scorer_config(c, sc) for c in pool.spec.components]
+    seen = {"image": pool.spec.image, "dtype": sc.dtype, "mixture": bool(pool.spec.scorers),
+            "scorers": [{"ref": p.ref, "args": p.args, "numFrames": p.num_frames, "model": p.model_path,
+                         "processor": p.processor_path or p.model_path, "weight": p.weight} for p in parts]}
+    return hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).hexdigest()[:10]
+
+
 def worker_config(pool: Pool, sizing: SizingResult) -> WorkerConfig:
     s, sc = pool.spec.store, pool.spec.scorer
     ref = attachment_ref(pool)
@@ -147,6 +161,7 @@ def worker_config(pool: Pool, sizing: SizingResult) -> WorkerConfig:
         read_buffer_max_bytes=sizing.read_buffer_bytes,
         network_attachment=f"{ref[0]}/{ref[1]}" if ref else None,
         drain_timeout_seconds=pool.spec.drainTimeoutSeconds,
+        scorer_version=scorer_digest(pool),
     )
 
 
@@ -258,6 +273,7 @@ def pod_template(pool: Pool, sizing: SizingResult) -> dict:
     pod["spec"] = _merge(pod["spec"], spec.podTemplate.spec)
     _keep_ipc_lock(pod["spec"])
     pod["metadata"]["labels"][HASH_LABEL] = worker_identity(pool, sizing)
+    pod["metadata"]["labels"][SCORER_VERSION_LABEL] = scorer_digest(pool)
     return pod
 
 

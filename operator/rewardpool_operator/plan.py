@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rewardpool_worker.contract import DRAIN_ANNOTATION, EXPECTED_OUTPUTS_ANNOTATION, parse_expected_outputs
+from rewardpool_worker.contract import (DRAIN_ANNOTATION, EXPECTED_OUTPUTS_ANNOTATION, SCORER_VERSION_LABEL,
+                                        parse_expected_outputs)
 
 from . import conditions as C
 from . import drain as drain_mod
@@ -51,6 +52,7 @@ class Plan:
     stale: int = 0
     lost: int = 0
     unschedulable: str = ""
+    versions: list[dict] = field(default_factory=list)  # scorer versions serving: version, workers, ready
 
 
 def _node_not_ready_since(node: dict) -> float | None:
@@ -92,6 +94,17 @@ def stuck_terminating(pod: dict, nodes: dict[str, dict], now: float) -> bool:
     return node_lost or now - deleted_at > grace + STUCK_TERMINATING_SECONDS
 
 
+def scorer_versions(pods: list[dict]) -> list[dict]:
+    """The scorer versions these pods serve (their label; "unknown" for pods made before there was one)."""
+    seen: dict[str, list[int]] = {}
+    for pod in pods:
+        v = (pod["metadata"].get("labels") or {}).get(SCORER_VERSION_LABEL, "unknown")
+        counts = seen.setdefault(v, [0, 0])
+        counts[0] += 1
+        counts[1] += is_ready(pod)
+    return [{"version": v, "workers": n, "ready": r} for v, (n, r) in sorted(seen.items())]
+
+
 def _name(pod: dict) -> str:
     return pod["metadata"]["name"]
 
@@ -111,6 +124,7 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
     started_at = {_name(x): C.epoch(x["metadata"]["annotations"][DRAIN_ANNOTATION]) or now for x in draining}
     p.oldest_drain_seconds = max((now - t for t in started_at.values()), default=0.0)
     per_worker = observed.signals.per_worker
+    p.versions = scorer_versions(serving)
 
     for pod, why in lost:  # dead either way: cleaned up even while the pool is blocked (not replaced then)
         p.delete.append((_name(pod), "Warning", R.WORKER_LOST, f"worker pod {_name(pod)} {why}"

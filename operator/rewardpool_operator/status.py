@@ -87,6 +87,7 @@ def compute(pool: Pool, sizing: SizingResult, problems: list[Problem], network: 
         **scaling,
         "segment": sizing.status(), "memoryPerWorker": format_bytes(sizing.memory_bytes),
         "memoryFormula": sizing.memory_formula, "networkAttachment": network_ref, "progress": progress,
+        "scorerVersions": p.versions,
         "conditions": C.merge(old.get("conditions"), conds, generation),
     }
 

@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 from rewardpool_operator import builders, sizing, validate
 from rewardpool_operator.placement import nodes_that_fit
 from rewardpool_operator.spec import HASH_LABEL, Pool
@@ -245,3 +247,32 @@ def test_the_typed_scorer_spec_mirrors_the_crd():
         assert prop.get("description"), f"scorer field {name} has no description for kubectl explain"
     defaults = {k: v["default"] for k, v in props["scorer"]["properties"].items() if "default" in v}
     assert defaults == {k: Scorer.model_fields[k].default for k in defaults}
+
+
+@pytest.mark.parametrize("change,moves", [
+    ({"image": "img:2"}, True),
+    ({"scorer": {"name": "pickscore", "numFrames": 4}}, True),
+    ({"scorer": {"name": "pickscore", "numFrames": 8, "modelPath": "/models/v2"}}, True),
+    ({"scorer": {"name": "pickscore", "numFrames": 8, "processorPath": "/models/laion"}}, True),
+    ({"scorer": {"name": "pickscore", "numFrames": 8, "dtype": "bfloat16", "device": "cuda", "gpus": 1}}, True),
+    ({"scorer": {"name": "mean-intensity", "numFrames": 8}}, True),
+    ({"scorer": {"name": "pickscore", "numFrames": 8, "batchSize": 2}}, False),
+    ({"scorer": {"name": "pickscore", "numFrames": 8, "framesPerForward": 4}}, False),
+    ({"replicas": 7}, False),
+    ({"drainTimeoutSeconds": 30}, False),
+])
+def test_the_scorer_version_moves_with_what_decides_scores_only(change, moves):
+    # The outside fact: a reward differs when the model, its inputs (frames, processor) or its precision differ;
+    # batching and replica counts change only speed.
+    base, changed = pool(), pool(**change)
+    assert (builders.scorer_digest(changed) != builders.scorer_digest(base)) is moves
+    s = sizing.compute(changed.spec)
+    pod = builders.pod_template(changed, s)
+    assert pod["metadata"]["labels"]["rewardpool.io/scorer-version"] == builders.scorer_digest(changed)
+    assert builders.worker_config(changed, s).scorer_version == builders.scorer_digest(changed)
+
+
+def test_mixture_weights_are_part_of_the_scorer_version():
+    a = pool(scorer={}, scorers=[{"name": "pickscore", "weight": 1.0}, {"name": "mean-intensity", "weight": 0.5}])
+    b = pool(scorer={}, scorers=[{"name": "pickscore", "weight": 1.0}, {"name": "mean-intensity", "weight": 0.25}])
+    assert builders.scorer_digest(a) != builders.scorer_digest(b)

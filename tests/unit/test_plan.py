@@ -125,3 +125,14 @@ def test_oldest_drain_age_is_planned_for_the_metric():
 def test_pods_created_count_as_unavailable_so_scale_up_and_roll_do_not_overlap():
     pl = run_plan([pod("a", hash_="old"), pod("b", hash_="old")], replicas=3)
     assert pl.create == 1 and pl.drain == []
+
+
+def test_status_counts_the_scorer_versions_serving():
+    def versioned(name, version, **kw):
+        p = pod(name, **kw)
+        p["metadata"]["labels"]["rewardpool.io/scorer-version"] = version
+        return p
+    pl = run_plan([versioned("a", "v1"), versioned("b", "v1", ready=False), versioned("c", "v2"), pod("d")],
+                  replicas=4)
+    assert pl.versions == [{"version": "unknown", "workers": 1, "ready": 1},
+                           {"version": "v1", "workers": 2, "ready": 1}, {"version": "v2", "workers": 1, "ready": 1}]

@@ -199,6 +199,16 @@ def parse_expected_outputs(value: str | None, now: float) -> int:
         return 0
 
 
+# A worker's scorer version: the operator's digest of the spec fields that decide scores, then the digest of the
+# model files' contents the worker read at start (a new checkpoint at the same path is a new version). A pool
+# client sends all batches of one call (and of one caller-given group) to workers of one version.
+SCORER_VERSION_LABEL = "rewardpool.io/scorer-version"
+
+
+def scorer_version(spec_digest: str, model_digest: str) -> str:
+    return f"{spec_digest or 'unversioned'}-{model_digest[:8]}"
+
+
 def control_secret_name(pool: str) -> str:
     return f"{pool}-control"
 
@@ -294,6 +304,9 @@ class WorkerConfig(BaseModel):
                                        "after SIGTERM (the pool's drainTimeoutSeconds)")
     wedge_floor_seconds: float = Field(default=300.0, gt=0, description=(
         "liveness fails when a batch holds the model longer than max(this, 10 x the slowest batch seen)"))
+    scorer_version: str = Field(default="", description=(
+        "the operator's digest of what decides scores (image, scorers, args, model paths, numFrames, dtype, "
+        "weights); the worker appends its model files' content digest (scorer_version())"))
 
     def scorer_label(self) -> str:
         """The `scorer` label of the worker's score metrics: the scorer's name (or class), or the mixture's
@@ -337,3 +350,4 @@ class WorkerHealth(BaseModel):
     # For `rewardpool status`; defaulted so the operator still parses the payload of workers built before them.
     queue_depth: int = 0
     last_batch_seconds_ago: float | None = Field(default=None, description="None: no batch finished yet")
+    scorer_version: str | None = None  # the version of the scores this worker gives (see scorer_version())

@@ -4,13 +4,15 @@ registered readers and the scorer(s), and it is Ready only once all three work: 
 buffers are registered, the model is loaded and one warm-up forward has run."""
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
+from pathlib import Path
 
 import ray
 
-from ..contract import READ_SLOTS, WorkerConfig
+from ..contract import READ_SLOTS, WorkerConfig, scorer_version
 from ..errors import Draining
 from ..records import OutputRef
 from ..scorers import build_scorers, frames_declared
@@ -33,6 +35,23 @@ STORE_PROBE_KEY = "rewardpool-readiness-probe"  # never put: is_exist on it is a
 STORE_PROBE_SECONDS = 5.0
 
 
+def model_digest(cfg: WorkerConfig) -> str:
+    """sha256 of the contents of every model and processor directory (or file) the scorers load, with each
+    file's path relative to its root: a new checkpoint written to the same path is a new scorer version. A
+    path that is not on disk (a hub id a custom scorer resolves itself) counts by its name."""
+    h = hashlib.sha256()
+    paths = sorted({p for c in cfg.components for p in (c.model_path, c.processor_path) if p})
+    for root in map(Path, paths):
+        h.update(f"root {root}\n".encode())
+        files = sorted(f for f in root.rglob("*") if f.is_file()) if root.is_dir() else [root] * root.is_file()
+        for f in files:
+            h.update(f"file {f.relative_to(root) if root.is_dir() else f.name}\n".encode())
+            with open(f, "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(chunk)
+    return h.hexdigest()
+
+
 class RewardWorker:
     def __init__(self, cfg_json: str, local_hostname: str):
         self.cfg = WorkerConfig.from_json(cfg_json)
@@ -44,6 +63,9 @@ class RewardWorker:
                         for _ in range(READ_SLOTS)]
         for r in self.readers:
             r.warm()
+        t0 = time.perf_counter()
+        self.version = scorer_version(self.cfg.scorer_version, model_digest(self.cfg))
+        log.info("scorer version %s (model files digested in %.2fs)", self.version, time.perf_counter() - t0)
         t0 = time.perf_counter()
         self.scorer = build_scorers(self.cfg)
         self.load_seconds = time.perf_counter() - t0
@@ -91,7 +113,7 @@ class RewardWorker:
                 "warmup_seconds": self.actor.warmup_seconds, "batch_size": self.cfg.scorer.batch_size,
                 "max_queue": MAX_QUEUE, "components": [c.component for c in self.cfg.components],
                 "frames": frames_declared(self.scorer) if self.scorer is not None else None,
-                "draining": self.draining,
+                "draining": self.draining, "version": self.version,
                 "store_hostname": self.store.hostname}
 
     def score_batch(self, outputs: list, prompts: list[str], batch_id=None) -> list:

@@ -93,7 +93,8 @@ class State:
         ago = None if self.last_batch_at is None else round(now - self.last_batch_at, 1)
         return WorkerHealth(phase=self.phase, live=live, reason=why, in_flight=self.in_flight,
                             store_hostname=self.detail.get("store_hostname"),
-                            queue_depth=self.stats.get("queue_depth", 0), last_batch_seconds_ago=ago)
+                            queue_depth=self.stats.get("queue_depth", 0), last_batch_seconds_ago=ago,
+                            scorer_version=self.detail.get("version"))
 
     @property
     def ready(self) -> bool:
