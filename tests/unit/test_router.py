@@ -69,3 +69,19 @@ def test_a_pool_with_no_live_worker_is_waited_for_until_a_longer_deadline():
     assert patience(30.0, 100.0, None) == 30.0  # no deadline: the pool's own patience
     assert patience(30.0, 100.0, 110.0) == 30.0  # a shorter deadline ends the call first, as a timeout
     assert patience(30.0, 100.0, 700.0) == 600.0  # a longer one: the pool may recover within it
+
+
+def test_a_version_limits_the_pick_to_its_workers():
+    r = Router("p:", seed=3)
+    for i, v in enumerate(["old", "old", "new"]):
+        r._members[f"w{i}"] = Member(f"w{i}", None, last_used=i / 10, version=v)
+    picks = Counter()
+    for _ in range(30):
+        m = r.pick(version="old")
+        picks[m.name] += 1
+        r.done(m, 0.1)
+    assert set(picks) == {"w0", "w1"}
+    assert r.pick(version="new").name == "w2" and r.pick(version="gone") is None
+    r._members["w0"].draining = True
+    assert r.versions() == Counter({"old": 1, "new": 1})  # ready, not draining
+    assert not r.eligible(set(), version="gone") and r.eligible(set(), version="old")

@@ -108,3 +108,16 @@ class RoundedFrameMean:
         from rewardpool_worker.frames import pick_frames
 
         return [float(pick_frames(o, self.num_frames, self.quantise).float().mean() / 255) for o in outputs]
+
+
+class ScaledMean:
+    """scale x the output's mean, after `seconds`: two versions of a reward model that disagree by `scale`."""
+
+    def __init__(self, scale: float = 1.0, seconds: float = 0.02):
+        self.scale, self.seconds = scale, seconds
+
+    def score_batch(self, outputs, prompts):
+        import time
+
+        time.sleep(self.seconds)
+        return [self.scale * float(o.float().mean()) for o in outputs]

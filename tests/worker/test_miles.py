@@ -206,3 +206,17 @@ def test_workers_that_pick_differently_each_get_their_own_frames(pool_actors):
     assert not report.errors and len(report.workers) == 2, report.workers
     for v, r in zip(videos, report.results):
         assert r in (pytest.approx(_mean_of(v, 3, False)), pytest.approx(_mean_of(v, 5, False)))
+
+
+def test_the_scorer_version_goes_into_a_samples_metadata_dict(pool_actors):
+    pool_actors("meta", 1, {"name": "mean-intensity", "batch_size": 4})
+
+    @dataclass
+    class WithMetadata(Sample):
+        metadata: dict | None = None
+
+    s = WithMetadata("m", torch.rand(3, 2, 4, 4), metadata={"source": "x"})
+    plain = Sample("p", torch.rand(3, 2, 4, 4))  # no metadata attribute: left as it is
+    asyncio.run(framework_rollout(miles_args("pool=meta,namespace=t"), [[s, plain]]))
+    assert s.metadata["source"] == "x" and s.metadata["reward_scorer_version"]["meta"].startswith("unversioned-")
+    assert not hasattr(plain, "metadata")

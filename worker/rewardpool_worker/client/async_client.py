@@ -40,7 +40,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
 import ray
@@ -49,7 +49,7 @@ import torch
 from ..contract import READ_SLOTS, ClientMetricNames, actor_prefix
 from ..errors import Cancelled, Draining, Overloaded, PoolUnavailable, SampleError, unwrap
 from ..frames import inline_bytes, subset
-from .router import BATCH_RETRIES, Member, Router
+from .router import ANY, BATCH_RETRIES, Member, Router
 
 log = logging.getLogger("rewardpool.client")
 TIMEOUTS = ClientMetricNames.TIMEOUTS.make()
@@ -58,6 +58,17 @@ UNREACHABLE_COOLDOWN_SECONDS = 5.0
 OVERLOADED_COOLDOWN_SECONDS = 0.5
 SUSPECT_SECONDS = 30.0
 DEADLINE_GRACE = 0.2  # a worker that held a batch past the caller's deadline
+MAX_GROUPS = 4096  # groups whose scorer version the client remembers (the least recently used go first)
+
+
+class VersionGone(Exception):
+    """Every worker of the scorer version a call was pinned to left the pool (a roll replaced them): the call
+    is scored again, whole, on another version, so no call mixes two."""
+
+
+@dataclass
+class _Pin:
+    version: object = ANY  # ANY until the call's first batch picks a worker
 
 
 @dataclass
@@ -67,6 +78,9 @@ class ScoreReport:
     sent_bytes: int = 0  # bytes of inline tensors sent, resends included (stored outputs are read by the workers)
     workers: Counter = field(default_factory=Counter)  # batches scored, per worker
     retries: int = 0  # batches sent again (worker lost, draining, overloaded)
+    version: str | None = None  # the scorer version that gave every score of this call
+    versions: list = field(default_factory=list)  # per sample: the version that scored it (None: not scored)
+    restarts: int = 0  # times the call was scored again because its version left the pool
 
     @property
     def errors(self) -> list[SampleError]:
@@ -97,6 +111,8 @@ class AsyncRewardPoolClient:
         self._moved: set[str] = set()  # batch ids taken back from a worker's queue, to be sent elsewhere
         self._rebalancer: asyncio.Task | None = None
         self.moved = 0  # batches moved from a long queue to a worker with room
+        self._groups: OrderedDict[str, str | None] = OrderedDict()  # group key -> the version it is pinned to
+        self.group_moves = 0  # groups moved to another version because theirs left the pool
 
     # ---------------------------------------------------------------------------------------------------------
     @property
@@ -129,6 +145,7 @@ class AsyncRewardPoolClient:
             info = await asyncio.wrap_future(m.handle.ready.remote().future())
             m.draining = bool(info.get("draining"))
             m.frames = info.get("frames")
+            m.version = info.get("version")
             m.ready = True
             self._wake()
         except Exception as e:  # noqa: BLE001 (gone while starting)
@@ -163,17 +180,23 @@ class AsyncRewardPoolClient:
             self._freed.set()
             self._freed = None
 
-    async def _acquire(self, tried: set[str], deadline: float | None) -> Member:
-        """A worker for one batch: wait for room (backpressure) or for the pool to have a live worker."""
+    async def _acquire(self, tried: set[str], deadline: float | None, pin: _Pin | None = None) -> Member:
+        """A worker for one batch, of the call's scorer version once it has one: wait for room (backpressure)
+        or for the pool to have a live worker."""
+        pin = pin or _Pin()
         none_since = None
         while True:
             await self._members()
-            m = self.router.pick(tried)
+            m = self.router.pick(tried, pin.version)
             if m is not None:
+                if pin.version is ANY:  # the call's first pick decides its version (no await in between)
+                    pin.version = m.version
                 return m
             if deadline is not None and time.monotonic() >= deadline:
                 raise asyncio.TimeoutError
-            if self.router.eligible(tried):  # some worker is eligible but full: wait for a batch to finish
+            if pin.version is not ANY and not self.router.versions()[pin.version] and self.router.versions():
+                raise VersionGone(pin.version)  # other versions serve, this one no longer does
+            if self.router.eligible(tried, pin.version):  # an eligible worker is full: wait for a batch to finish
                 if self._freed is None:
                     self._freed = asyncio.Event()
                 self.waiting += 1
@@ -257,13 +280,14 @@ class AsyncRewardPoolClient:
             log.debug("cancel on %s: %s", member.name, e)
 
     async def _score_batch(self, outputs: list, prompts: list[str], deadline: float | None,
-                           report: ScoreReport) -> list:
-        """One batch on one worker, moved to another when its worker drains, is full or dies."""
+                           report: ScoreReport, pin: _Pin) -> list:
+        """One batch on one worker of the call's version, moved to another when its worker drains, is full or
+        dies."""
         tried: set[str] = set()
         lost = 0
         last: BaseException | None = None
         while True:
-            m = await self._acquire(tried, deadline)
+            m = await self._acquire(tried, deadline, pin)
             batch_id = uuid.uuid4().hex
             depth = m.outstanding  # this client's batches there, this one included
             # the queue this batch joined, as the framework's own pool counts it: 0 when it waited behind nothing
@@ -331,10 +355,10 @@ class AsyncRewardPoolClient:
                 raise PoolUnavailable(f"batch lost its worker {lost} times (attempts={self.attempts})") from last
 
     async def _score_chunk(self, start: int, outputs: list, prompts: list[str], deadline: float | None,
-                           report: ScoreReport) -> None:
+                           report: ScoreReport, pin: _Pin) -> None:
         try:
-            scores = await self._score_batch(outputs, prompts, deadline, report)
-        except (asyncio.CancelledError, asyncio.TimeoutError):
+            scores = await self._score_batch(outputs, prompts, deadline, report, pin)
+        except (asyncio.CancelledError, asyncio.TimeoutError, VersionGone):
             raise
         except PoolUnavailable as e:
             for i in range(len(outputs)):
@@ -347,7 +371,7 @@ class AsyncRewardPoolClient:
             # Find the bad sample(s): score one at a time, so the others still get their reward.
             log.info("batch of %d failed (%s: %s); scoring its samples one by one", len(outputs),
                      type(e).__name__, e)
-            await asyncio.gather(*(self._score_chunk(start + i, [o], [p], deadline, report)
+            await asyncio.gather(*(self._score_chunk(start + i, [o], [p], deadline, report, pin)
                                    for i, (o, p) in enumerate(zip(outputs, prompts))))
             return
         if len(scores) != len(outputs):
@@ -356,56 +380,109 @@ class AsyncRewardPoolClient:
                 report.results[start + i] = SampleError(start + i, err)
             return
         report.results[start:start + len(outputs)] = scores
+        report.versions[start:start + len(outputs)] = [pin.version] * len(outputs)
 
     async def score_detailed(self, outputs: list, prompts: list[str], *, timeout: float | None = None,
-                             raise_errors: bool = False) -> ScoreReport:
+                             raise_errors: bool = False, group: str | None = None) -> ScoreReport:
+        """Score, with the details of how (see ScoreReport). Every score of one call comes from one scorer
+        version; so do all calls that share `group` (a GRPO prompt group, a rollout) while that version has
+        workers. When a call's version leaves the pool mid-call (a roll), the call is scored again, whole, on
+        another version (the outputs are still stored: a pool client never releases them)."""
         if len(outputs) != len(prompts):
             raise ValueError(f"{len(outputs)} outputs but {len(prompts)} prompts")
         timeout = self.timeout if timeout is None else timeout
         started = time.monotonic()
         deadline = None if timeout is None else started + timeout
-        report = ScoreReport(results=[None] * len(outputs))
         if not outputs:
-            return report
+            return ScoreReport(results=[])
         try:
             await self._learn(deadline)
         except asyncio.TimeoutError:
             raise TimeoutError(f"{self.namespace}/{self.pool}: no worker answered within {timeout}s") from None
-        n = self.batch_size
-        tasks = [asyncio.ensure_future(self._score_chunk(i, outputs[i:i + n], prompts[i:i + n], deadline, report))
-                 for i in range(0, len(outputs), n)]
-        try:
-            # A moment past the deadline, so each batch sees its own timeout first (and marks its worker).
-            done, pending = await asyncio.wait(tasks, timeout=None if deadline is None
-                                               else max(0.0, deadline - time.monotonic()) + DEADLINE_GRACE)
-        except asyncio.CancelledError:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
-        timed_out = any(isinstance(t.exception(), asyncio.TimeoutError) for t in done if not t.cancelled())
-        if pending or timed_out:
-            for t in pending:
-                t.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-            left = sum(1 for r in report.results if r is None)
-            TIMEOUTS.inc()
-            raise TimeoutError(f"{self.namespace}/{self.pool}: {left} of {len(outputs)} samples not scored within "
-                               f"the {timeout}s deadline; their batches were cancelled on the workers")
-        for t in done:
-            if t.exception() is not None:  # a bug here, not a sample's failure
-                raise t.exception()
-        if not any(self._queued.values()) and self._rebalancer is not None:
-            self._rebalancer.cancel()  # nothing out: no task left behind on the loop
-            self._rebalancer = None
+        pin, restarts = self._group_pin(group), 0
+        while True:
+            try:
+                report = await self._score_once(outputs, prompts, deadline, timeout, pin)
+                break
+            except VersionGone as e:
+                restarts += 1
+                log.warning("%s/%s: scorer version %s left the pool mid-call; scoring the call again on another "
+                            "version (restart %d)", self.namespace, self.pool, e, restarts)
+                if restarts > self.attempts:
+                    raise PoolUnavailable(f"{self.namespace}/{self.pool}: the scorer version changed under the "
+                                          f"call {restarts} times") from None
+                pin = _Pin()
+        report.restarts = restarts
+        report.version = pin.version if pin.version is not ANY else None
+        if group is not None:
+            self._remember(group, report.version)
         SAMPLE_ERRORS.inc(len(report.errors))
         if raise_errors and report.errors:
             first = report.errors[0]
             raise first.cause
         return report
 
+    def _group_pin(self, group: str | None) -> _Pin:
+        """The version a group was scored with, while it still has workers; else a new pick."""
+        if group is None or group not in self._groups:
+            return _Pin()
+        version = self._groups[group]
+        if self.router.versions()[version]:
+            return _Pin(version)
+        self.group_moves += 1
+        log.warning("%s/%s: group %s was scored by version %s, which has left the pool; it moves to another",
+                    self.namespace, self.pool, group, version)
+        return _Pin()
+
+    def _remember(self, group: str, version: str | None) -> None:
+        self._groups[group] = version
+        self._groups.move_to_end(group)
+        while len(self._groups) > MAX_GROUPS:
+            self._groups.popitem(last=False)
+
+    async def _score_once(self, outputs: list, prompts: list[str], deadline: float | None, timeout,
+                          pin: _Pin) -> ScoreReport:
+        report = ScoreReport(results=[None] * len(outputs), versions=[None] * len(outputs))
+        n = self.batch_size
+        tasks = [asyncio.ensure_future(self._score_chunk(i, outputs[i:i + n], prompts[i:i + n], deadline, report,
+                                                         pin))
+                 for i in range(0, len(outputs), n)]
+        try:
+            # A moment past the deadline, so each batch sees its own timeout first (and marks its worker); the
+            # first exception (a timeout, the version gone) ends the wait.
+            done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION,
+                                               timeout=None if deadline is None
+                                               else max(0.0, deadline - time.monotonic()) + DEADLINE_GRACE)
+        except asyncio.CancelledError:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        failed = [t.exception() for t in done if not t.cancelled() and t.exception() is not None]
+        if pending:  # the deadline passed, or a batch raised
+            for t in pending:
+                t.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        gone = [e for e in failed if isinstance(e, VersionGone)]
+        timed_out = any(isinstance(e, asyncio.TimeoutError) for e in failed)
+        if gone and not timed_out:
+            raise gone[0]
+        if pending or timed_out:
+            left = sum(1 for r in report.results if r is None)
+            TIMEOUTS.inc()
+            raise TimeoutError(f"{self.namespace}/{self.pool}: {left} of {len(outputs)} samples not scored within "
+                               f"the {timeout}s deadline; their batches were cancelled on the workers")
+        if failed:  # a bug here, not a sample's failure
+            raise failed[0]
+        if not any(self._queued.values()) and self._rebalancer is not None:
+            self._rebalancer.cancel()  # nothing out: no task left behind on the loop
+            self._rebalancer = None
+        return report
+
     async def score(self, outputs: list, prompts: list[str], *, timeout: float | None = None,
-                    raise_errors: bool = False) -> list:
+                    raise_errors: bool = False, group: str | None = None) -> list:
         """Scores in input order: a float per sample (a dict `{component..., "weighted": sum}` for a pool
-        with several scorers), or a SampleError for a sample that could not be scored."""
-        return (await self.score_detailed(outputs, prompts, timeout=timeout, raise_errors=raise_errors)).results
+        with several scorers), or a SampleError for a sample that could not be scored. All from one scorer
+        version (and, with `group`, the version the group's earlier calls had, while it has workers)."""
+        return (await self.score_detailed(outputs, prompts, timeout=timeout, raise_errors=raise_errors,
+                                          group=group)).results

@@ -54,10 +54,11 @@ class RewardPoolClient:
         return asyncio.run_coroutine_threadsafe(self.aio.score_detailed(outputs, prompts, **kw), self._loop)
 
     def score(self, outputs: list, prompts: list[str], *, timeout: float | None = None,
-              raise_errors: bool = False) -> list:
+              raise_errors: bool = False, group: str | None = None) -> list:
         """Scores in input order; a SampleError in the slot of a sample that failed (or raise the first,
-        with raise_errors). Past `timeout`, TimeoutError (the remote work is cancelled)."""
-        return self.submit(outputs, prompts, timeout=timeout, raise_errors=raise_errors).result()
+        with raise_errors). Past `timeout`, TimeoutError (the remote work is cancelled). One scorer version
+        per call, and per `group` while its version has workers."""
+        return self.submit(outputs, prompts, timeout=timeout, raise_errors=raise_errors, group=group).result()
 
     def close(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)

@@ -29,6 +29,7 @@ from ..contract import ClientMetricNames
 log = logging.getLogger("rewardpool.client")
 BATCH_RETRIES = ClientMetricNames.BATCH_RETRIES.make()
 EWMA_ALPHA = 0.3
+ANY = object()  # pick(): a worker of any scorer version
 
 
 @dataclass
@@ -42,6 +43,7 @@ class Member:
     draining: bool = False
     ready: bool = True  # answered ready(): constructed (store, buffers, model, warm-up); new members start False
     frames: list[int] | None = None  # its scorers' num_frames when all pick frames (ready()): what to send it
+    version: str | None = None  # its scorer version (ready()): a call's batches all go to one version
     probing: bool = False
 
 
@@ -95,21 +97,27 @@ class Router:
             return ", ".join(f"{m.name}{' (draining)' if m.draining else ''}" for m in self._members.values()) or "none"
 
     # choice ---------------------------------------------------------------------------------------------------
-    def _eligible(self, exclude: set[str], now: float) -> list[Member]:
-        """Not draining, not excluded by the caller; skipped for a while (unreachable, overloaded, past a
-        deadline) only while some other worker is not."""
-        base = [m for m in self._members.values() if m.ready and not m.draining and m.name not in exclude]
+    def _eligible(self, exclude: set[str], now: float, version=ANY) -> list[Member]:
+        """Not draining, not excluded by the caller, of the scorer version asked for; skipped for a while
+        (unreachable, overloaded, past a deadline) only while some other worker is not."""
+        base = [m for m in self._members.values() if m.ready and not m.draining and m.name not in exclude
+                and (version is ANY or m.version == version)]
         return [m for m in base if m.excluded_until <= now] or base
 
-    def eligible(self, exclude: set[str]) -> bool:
+    def eligible(self, exclude: set[str], version=ANY) -> bool:
         with self._lock:
-            return bool(self._eligible(exclude, time.monotonic()))
+            return bool(self._eligible(exclude, time.monotonic(), version))
 
-    def pick(self, exclude: set[str] = frozenset()) -> Member | None:
-        """The worker for the next batch (its outstanding count taken), or None when no eligible worker has
-        room (`eligible()` tells full from none)."""
+    def versions(self) -> Counter:
+        """Ready, not draining workers per scorer version."""
         with self._lock:
-            live = [m for m in self._eligible(exclude, time.monotonic())
+            return Counter(m.version for m in self._members.values() if m.ready and not m.draining)
+
+    def pick(self, exclude: set[str] = frozenset(), version=ANY) -> Member | None:
+        """The worker for the next batch (its outstanding count taken), of `version` when one is given, or None
+        when no eligible worker has room (`eligible()` tells full from none)."""
+        with self._lock:
+            live = [m for m in self._eligible(exclude, time.monotonic(), version)
                     if self.max_outstanding is None or m.outstanding < self.max_outstanding]
             if not live:
                 return None

@@ -39,6 +39,9 @@ Each sample's `reward_max_queue_depth` gets the pool's name set to the deepest q
 on a worker (0: it waited behind nothing), merged into the dict that is there, as miles'
 `record_reward_queue_depth` does (its rollout metrics log `perf/reward_max_queue_depth_<name>`).
 
+Each sample's `metadata["reward_scorer_version"]` gets the pool's name set to the scorer version that gave its
+reward (every reward of one call comes from one version, also during a roll).
+
 A new rollout is a call after HINT_GAP_SECONDS without one (the first micro-group of a rollout): the hook
 then announces the rollout's outputs once, expiring after `timeout` (a failed announcement is logged, once,
 and scoring goes on).
@@ -215,6 +218,14 @@ def record_queue_depth(sample, name: str, depth: int) -> None:
     sample.reward_max_queue_depth = depths
 
 
+def record_scorer_version(sample, name: str, version: str | None) -> None:
+    """The scorer version that gave this sample's reward, under the pool's name in `sample.metadata`
+    (`reward_scorer_version`), when the sample has a metadata dict (miles' Sample does); nothing otherwise."""
+    meta = getattr(sample, "metadata", None)
+    if isinstance(meta, dict) and version is not None:
+        meta.setdefault("reward_scorer_version", {})[name] = version
+
+
 def _value(result, cfg: HookConfig, miles_key: str | None):
     """A scored sample's reward in the shape miles reads: a float, or (with its --reward-key) a dict holding it."""
     if cfg.reward_key is not None:
@@ -262,6 +273,7 @@ async def rewardpool_rm(args, samples, **kwargs):
     rewards = []
     for s, r in zip(samples, report.results):
         record_queue_depth(s, cfg.pool, report.max_queue_depth)
+        record_scorer_version(s, cfg.pool, report.version)
         if isinstance(r, SampleError):
             if cfg.on_error == "raise":
                 raise r.cause

@@ -1,0 +1,98 @@
+"""Scorer versions on real Ray and a real mooncake_master: a pool rolled from one reward model to another under
+a continuous scoring load gives every call, and every group, scores from one version only, and says which."""
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+
+import pytest
+import ray
+
+from rewardpool_devcluster.producer import make_tensor
+from rewardpool_worker.client import AsyncRewardPoolClient
+from rewardpool_worker.contract import ScorerConfig
+from rewardpool_worker.runtime.actor import model_digest, start_actor
+from tests.worker.conftest import pool_cfg
+
+SCALES = {"v-one": 1.0, "v-two": 3.0}  # the old and the new reward model: the new scores 3x the old
+
+
+def workers(master, pool, spec_version, n, first):
+    """n workers of one version, started side by side (each loads torch and connects to the store)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cfg = pool_cfg(master, pool, {"class": "tests.worker.custom_scorer:ScaledMean", "batch_size": 2,
+                                  "args": {"scale": SCALES[spec_version]}})
+    cfg = cfg.model_copy(update={"scorer_version": spec_version})
+    with ThreadPoolExecutor(n) as ex:
+        return list(ex.map(lambda i: start_actor(cfg, f"{pool}-pod-{first + i}", "127.0.0.1"), range(n)))
+
+
+def test_a_roll_under_load_never_mixes_versions_in_a_call_or_a_group(ray_cluster, master, producer):
+    import asyncio
+
+    refs = [producer.put(f"ver-{i}", seed=70 + i, shape=(3, 2, 4, 4)) for i in range(12)]
+    means = [float(make_tensor(70 + i, [3, 2, 4, 4], "float32").mean()) for i in range(12)]
+    old = workers(master, "ver", "v-one", 2, 0)
+    calls: list[tuple[str, str, list, list]] = []  # (group, version, scores, per-sample versions)
+    stop = threading.Event()
+
+    def load():
+        async def run():
+            client = AsyncRewardPoolClient("ver", "t", refresh_seconds=0.5)
+            k = 0
+            while not stop.is_set():
+                group = f"prompt-group-{k % 4}"
+                r = await client.score_detailed(refs, ["p"] * len(refs), group=group, timeout=60)
+                calls.append((group, r.version, r.results, r.versions, r.restarts))
+                k += 1
+            return client
+        return asyncio.run(run())
+
+    result = {}
+    t = threading.Thread(target=lambda: result.setdefault("client", load()))
+    t.start()
+    time.sleep(2)
+    new = workers(master, "ver", "v-two", 2, 2)
+    for w in old:  # the roll: one old worker at a time drains, then goes
+        time.sleep(1.5)
+        ray.get(w.drain.remote())
+        time.sleep(0.5)
+        ray.kill(w)
+    time.sleep(3)
+    stop.set()
+    t.join(120)
+    for w in new:
+        ray.kill(w)
+
+    assert len(calls) > 10
+    seen = defaultdict(list)
+    for group, version, scores, versions, _ in calls:
+        assert version is not None and version.startswith(("v-one-", "v-two-")), version
+        scale = SCALES[version.rsplit("-", 1)[0]]
+        # every score of the call is that version's: no batch came from the other model
+        assert scores == [pytest.approx(scale * m) for m in means], (version, scores)
+        assert versions == [version] * len(refs)
+        seen[group].append(version)
+    both = {v for _, v, *_ in calls}
+    assert len(both) == 2, both  # the load spanned the roll
+    for group, versions in seen.items():  # each group switched at most once, old to new
+        switches = sum(1 for a, b in zip(versions, versions[1:]) if a != b)
+        assert switches <= 1 and versions[-1].startswith("v-two-"), (group, versions)
+    print(f"{len(calls)} calls; restarts {sum(c[4] for c in calls)}; group moves {result['client'].group_moves}")
+
+
+def test_the_model_files_content_is_part_of_the_version(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "weights.bin").write_bytes(b"\x00" * 1000)
+    (model / "config.json").write_text("{}")
+    cfg = pool_cfg(type("M", (), {"address": "m:1"})(), "p", {"name": "pickscore", "model_path": str(model)})
+    before = model_digest(cfg)
+    assert model_digest(cfg) == before  # stable
+    (model / "weights.bin").write_bytes(b"\x00" * 999 + b"\x01")  # a new checkpoint at the same path
+    assert model_digest(cfg) != before
+    other = cfg.model_copy(update={"scorer": ScorerConfig(name="pickscore", model_path=str(model),
+                                                          processor_path=str(tmp_path / "absent"))})
+    assert model_digest(other) != model_digest(cfg)  # a processor path counts, even when it is not on disk
