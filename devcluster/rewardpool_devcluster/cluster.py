@@ -186,18 +186,30 @@ class LocalCluster(Supervised):
         return proc
 
 
-    def _start_etcd(self, timeout: float) -> None:
-        p, peer = self.ports["etcd"], self.ports["etcd_peer"]
-        shutil.rmtree(self.workdir / "etcd", ignore_errors=True)  # every start is a fresh cluster
-        self._start("etcd", [
-            f"--data-dir={self.workdir / 'etcd'}", "--name=rewardpool",
-            f"--listen-client-urls=http://127.0.0.1:{p}", f"--advertise-client-urls=http://127.0.0.1:{p}",
-            f"--listen-peer-urls=http://127.0.0.1:{peer}", f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
-            f"--initial-cluster=rewardpool=http://127.0.0.1:{peer}", "--quota-backend-bytes=4294967296",
-            "--unsafe-no-fsync=true", "--log-level=warn",
-        ])
-        self._wait("etcd", lambda: urllib.request.urlopen(f"http://127.0.0.1:{p}/health", timeout=2).status == 200,
-                   timeout)
+    def _start_etcd(self, timeout: float, attempts: int = 3) -> None:
+        """etcd on two free ports. A port free when chosen can be taken before etcd binds it (by an outgoing
+        connection's ephemeral port, from the same range): then new ports, up to `attempts` times."""
+        for attempt in range(1, attempts + 1):
+            p, peer = self.ports["etcd"], self.ports["etcd_peer"]
+            shutil.rmtree(self.workdir / "etcd", ignore_errors=True)  # every start is a fresh cluster
+            self._start("etcd", [
+                f"--data-dir={self.workdir / 'etcd'}", "--name=rewardpool",
+                f"--listen-client-urls=http://127.0.0.1:{p}", f"--advertise-client-urls=http://127.0.0.1:{p}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer}", f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-cluster=rewardpool=http://127.0.0.1:{peer}", "--quota-backend-bytes=4294967296",
+                "--unsafe-no-fsync=true", "--log-level=warn",
+            ])
+            try:
+                self._wait("etcd", lambda: urllib.request.urlopen(f"http://127.0.0.1:{p}/health",
+                                                                  timeout=2).status == 200, timeout)
+                return
+            except ClusterStartError:
+                taken = "address already in use" in _tail(self.workdir / "etcd.log")
+                if not taken or attempt == attempts:
+                    raise
+                log.warning("etcd: port %d or %d was taken before it bound; new ports (attempt %d)", p, peer,
+                            attempt + 1)
+                self.ports["etcd"], self.ports["etcd_peer"] = free_port(), free_port()
 
     def _start_apiserver(self, timeout: float) -> None:
         w = self.workdir
