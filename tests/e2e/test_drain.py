@@ -52,9 +52,12 @@ def test_drain_waits_for_the_segment_survives_a_restart_and_reports_a_stuck_drai
                      what="DrainStuck after the drain timeout")
         assert victim in c["message"] and "segment still holds" in c["message"]
         assert victim in [p.metadata.name for p in pods()]  # kept: its segment holds an unscored output
-        events = [(e.type, e.reason) for e in core.list_namespaced_event(
-            ns, field_selector="involvedObject.name=held").items]
-        assert ("Warning", "DrainStuck") in events and ("Normal", "WorkerDraining") in events
+        # The event is written in the same pass as the condition, after it: wait for it rather than race it.
+        def events():
+            return [(e.type, e.reason) for e in core.list_namespaced_event(
+                ns, field_selector="involvedObject.name=held").items]
+        wait_for(lambda: ("Warning", "DrainStuck") in events() and ("Normal", "WorkerDraining") in events(), 20,
+                 what="the DrainStuck and WorkerDraining events")
 
         # Score and release everything (the draining worker's segment is still readable), and it goes.
         for ref in refs:
