@@ -18,14 +18,20 @@ os.environ.setdefault("MC_STORE_CLIENT_SETUP_RETRIES", "1")
 
 
 class Master:
-    def __init__(self, tmp: Path, lease_ms: int = 10000):
-        self.port, self.metrics_port = free_port(), free_port()
+    """One mooncake_master. With `ha_etcd` (an etcd's host:port) it runs highly available: masters sharing that
+    etcd elect one leader, replicate object metadata through the op log, and clients find the leader through
+    etcd (`address` is then the etcd:// form)."""
+
+    def __init__(self, tmp: Path, lease_ms: int = 10000, ha_etcd: str | None = None):
+        self.port, self.metrics_port, self.ha_etcd = free_port(), free_port(), ha_etcd
         self.log = tmp / f"mooncake_master-{self.port}.log"
         exe = shutil.which("mooncake_master") or os.path.join(os.path.dirname(sys.executable), "mooncake_master")
+        ha = ["--enable_ha", "--enable_oplog", "--ha_backend_type=etcd", f"--ha_backend_connstring={ha_etcd}"] \
+            if ha_etcd else []
         self.proc = subprocess.Popen(
             [exe, "--rpc_address=127.0.0.1", f"--rpc_port={self.port}", "--enable_http_metadata_server=false",
              "--metrics_host=127.0.0.1", f"--metrics_port={self.metrics_port}",
-             f"--default_kv_lease_ttl={lease_ms}", "--client_ttl=3"],
+             f"--default_kv_lease_ttl={lease_ms}", "--client_ttl=3", *ha],
             stdout=open(self.log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -38,9 +44,14 @@ class Master:
                 time.sleep(0.2)
         raise RuntimeError(f"mooncake_master did not start; log:\n{self.log.read_text()[-2000:]}")
 
+    def health(self) -> dict:
+        """The master's own view: {"role": "leader" | "standby", "service_ready": ..., "leader_address": ...}."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/health", timeout=2) as r:
+            return json.loads(r.read())
+
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"etcd://{self.ha_etcd}" if self.ha_etcd else f"127.0.0.1:{self.port}"
 
     def metrics(self) -> dict[str, float]:
         text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2).read().decode()
@@ -58,6 +69,48 @@ class Master:
         """Keys the master holds, read from its admin endpoint (a client's is_exist would take a lease)."""
         text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/get_all_keys", timeout=2).read()
         return set(filter(None, text.decode().splitlines()))
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+    def kill(self):
+        """SIGKILL: a crash, not a shutdown (a leader that dies this way hands nothing over)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+class Etcd:
+    """A single-member etcd on loopback (the control plane's build), the backend of highly available masters."""
+
+    def __init__(self, tmp: Path):
+        from .cluster import build_binaries
+
+        self.port, peer = free_port(), free_port()
+        self.log = tmp / f"etcd-{self.port}.log"
+        self.proc = subprocess.Popen(
+            [str(build_binaries() / "etcd"), f"--data-dir={tmp / f'etcd-{self.port}'}",
+             f"--listen-client-urls=http://127.0.0.1:{self.port}",
+             f"--advertise-client-urls=http://127.0.0.1:{self.port}", f"--listen-peer-urls=http://127.0.0.1:{peer}",
+             f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+             f"--initial-cluster=default=http://127.0.0.1:{peer}"],
+            stdout=open(self.log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=1)
+                return
+            except Exception:
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.2)
+        raise RuntimeError(f"etcd did not start; log:\n{self.log.read_text()[-2000:]}")
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.port}"
 
     def stop(self):
         if self.proc.poll() is None:

@@ -48,6 +48,9 @@ INVALID = [
     (with_spec("store.protocol", "udp"), ["spec.store.protocol", "Unsupported value", "rdma", "tcp"]),
     (with_spec("store.master", None, drop=True), ["spec.store.master", "Required"]),
     (with_spec("store.master", "no-port"), ["spec.store.master", "should match"]),
+    (with_spec("store.master", "etcd://"), ["spec.store.master", "should match"]),
+    (with_spec("store.master", "etcd://e1:2379;"), ["spec.store.master", "should match"]),
+    (with_spec("store.master", "http://mc:50051"), ["spec.store.master", "should match"]),
     (with_spec("store.segmentSize", "lots"), ["spec.store.segmentSize", "should match"]),
     (with_spec("store.localBufferSize", "1 GB"), ["spec.store.localBufferSize", "should match"]),
     (with_spec("sizing", None, drop=True), ["spec.store.segmentSize", "computed from spec.sizing"]),
@@ -125,6 +128,16 @@ def test_valid_manifest_gets_defaults(chart, api, ns):
     assert spec["store"]["metadataServer"] == "P2PHANDSHAKE" and spec["sizing"]["highWatermark"] == 0.9
     assert spec["placement"]["rdmaNodeSelector"] == {"feature.node.kubernetes.io/rdma.capable": "true"}
     assert spec["placement"]["rdmaResource"] == {"name": "rdma/rdma_shared_device_a", "count": 1}
+
+
+@pytest.mark.parametrize("master", ["mc.store.svc:50051", "etcd://etcd-0.etcd:2379;etcd-1.etcd:2379;10.0.0.3:2379"])
+def test_a_plain_or_highly_available_store_master_is_admitted(chart, api, ns, master):
+    obj = copy.deepcopy(VALID)
+    obj["metadata"] = {"name": "ha" if master.startswith("etcd") else "plain"}
+    obj["spec"]["store"]["master"] = master
+    made = client.CustomObjectsApi(api).create_namespaced_custom_object(
+        "rewardpool.io", "v1alpha1", ns, "rewardpools", obj)
+    assert made["spec"]["store"]["master"] == master
 
 
 def test_kubectl_explain_describes_the_store(chart):

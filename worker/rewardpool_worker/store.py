@@ -28,6 +28,11 @@ class ObjectNotFound(StoreError):
     pass
 
 
+class ReplicaNotReady(StoreError):
+    """The master holds the key but no completed replica: a put still in progress, or one whose completion
+    the master never learned (a put acknowledged just before a highly available master's leader died)."""
+
+
 class LeaseHeld(StoreError):
     """A remove inside the read lease: the object is still held; retry after the lease or force."""
 
@@ -50,10 +55,13 @@ class InvalidParams(StoreError):
 
 _CODES = {-200: (NoSpace, "no segment can hold it (NO_AVAILABLE_HANDLE)"),
           -600: (InvalidParams, "invalid parameters (buffer too small or larger than the local buffer)"),
+          -703: (ReplicaNotReady, "no completed replica (REPLICA_IS_NOT_READY)"),
           -704: (ObjectNotFound, "no such object (OBJECT_NOT_FOUND)"),
           -706: (LeaseHeld, "the object is leased by a recent read (OBJECT_HAS_LEASE)"),
           -707: (LeaseExpired, "the read outlasted the object's lease (LEASE_EXPIRED)"),
-          -800: (TransferFailed, "transfer failed: the segment owner is gone (TRANSFER_FAIL)")}
+          -800: (TransferFailed, "transfer failed: the segment owner is gone (TRANSFER_FAIL)"),
+          # the master does not answer: restarting, or (highly available) its leader failing over
+          -900: (MasterUnreachable, "the store master does not answer (RPC_FAIL)")}
 
 
 def check(code: int, op: str, key: str | None = None) -> int:

@@ -49,6 +49,7 @@ import torch
 from ..contract import READ_SLOTS, ClientMetricNames, actor_prefix
 from ..errors import Cancelled, Draining, Overloaded, PoolUnavailable, SampleError, unwrap
 from ..frames import inline_bytes, subset
+from ..store import MasterUnreachable
 from .router import ANY, BATCH_RETRIES, Member, Router
 
 log = logging.getLogger("rewardpool.client")
@@ -58,6 +59,7 @@ UNREACHABLE_COOLDOWN_SECONDS = 5.0
 OVERLOADED_COOLDOWN_SECONDS = 0.5
 SUSPECT_SECONDS = 30.0
 DEADLINE_GRACE = 0.2  # a worker that held a batch past the caller's deadline
+STORE_RETRY_SECONDS = 0.5  # between tries of a batch whose worker could not reach the store master
 MAX_GROUPS = 4096  # groups whose scorer version the client remembers (the least recently used go first)
 
 
@@ -78,6 +80,7 @@ class ScoreReport:
     sent_bytes: int = 0  # bytes of inline tensors sent, resends included (stored outputs are read by the workers)
     workers: Counter = field(default_factory=Counter)  # batches scored, per worker
     retries: int = 0  # batches sent again (worker lost, draining, overloaded)
+    store_waits: int = 0  # tries that found the store master not answering, and waited
     version: str | None = None  # the scorer version that gave every score of this call
     versions: list = field(default_factory=list)  # per sample: the version that scored it (None: not scored)
     restarts: int = 0  # times the call was scored again because its version left the pool
@@ -122,6 +125,11 @@ class AsyncRewardPoolClient:
     @property
     def retries(self) -> int:
         return self.router.retries
+
+    @property
+    def store_outages(self) -> int:
+        """Batch tries that found the store master not answering (a restart, a failover) and waited it out."""
+        return self.router.store_outages
 
     async def refresh(self) -> list[str]:
         names = await asyncio.to_thread(self.router.refresh)
@@ -286,6 +294,7 @@ class AsyncRewardPoolClient:
         tried: set[str] = set()
         lost = 0
         last: BaseException | None = None
+        outage_since: float | None = None  # the store master stopped answering this batch's reads
         while True:
             m = await self._acquire(tried, deadline, pin)
             batch_id = uuid.uuid4().hex
@@ -326,6 +335,17 @@ class AsyncRewardPoolClient:
                 cause = unwrap(e)
                 if isinstance(cause, Cancelled) and batch_id in self._moved:
                     continue  # taken back before it was read (see _rebalance): send it again, no attempt spent
+                if isinstance(cause, MasterUnreachable):
+                    # A store outage (a master restart, an HA failover) is the pool's, not this worker's: the
+                    # batch waits it out, within the caller's deadline, and goes again (nothing was read).
+                    outage_since = outage_since or time.monotonic()
+                    if time.monotonic() - outage_since > patience(self.unavailable_seconds, outage_since, deadline):
+                        raise cause from None
+                    log.warning("%s: the store master does not answer; batch waits and goes again", m.name)
+                    self.router.store_outages += 1
+                    report.store_waits += 1
+                    await asyncio.sleep(STORE_RETRY_SECONDS)
+                    continue
                 if isinstance(cause, Draining):
                     log.info("%s is draining; batch goes elsewhere", m.name)
                     self.router.mark_draining(m.name)

@@ -37,6 +37,10 @@ class RewardPoolClient:
         return self.aio.retries
 
     @property
+    def store_outages(self) -> int:
+        return self.aio.store_outages
+
+    @property
     def batch_size(self) -> int | None:
         return self.aio.batch_size
 

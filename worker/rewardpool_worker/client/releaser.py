@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
@@ -30,11 +31,12 @@ from dataclasses import dataclass, field
 from ..contract import ClientMetricNames
 
 from ..records import OutputRef
-from ..store import LeaseHeld, ObjectNotFound, Store, StoreError
+from ..store import LeaseHeld, MasterUnreachable, ObjectNotFound, Store, StoreError
 
 log = logging.getLogger("rewardpool.client")
 
 # In the training job's process (its default registry): releases happen here, not in the workers.
+OUTAGE_RETRY_SECONDS = 0.5
 RELEASES = ClientMetricNames.RELEASES.make()
 RELEASE_FAILURES = ClientMetricNames.RELEASE_FAILURES.make()
 MEDIA_FAILURES = ClientMetricNames.MEDIA_FAILURES.make()
@@ -51,6 +53,7 @@ class ReleaseStats:
     failed_released: int = 0  # of `released` + `release_failures`: samples released through failed()
     duplicates: int = 0  # repeated calls (same token, or failed() on a released sample) that changed nothing
     swept: int = 0
+    outage_retries: int = 0  # removes tried again because the store master did not answer
 
 
 def list_keys(master_http: str, timeout: float = 10.0) -> list[str]:
@@ -85,6 +88,7 @@ class Releaser:
     store: Store
     media_keep: int = 0  # per rollout
     reader: object = None  # a RegisteredTensorReader (or anything with read(ref)) for media read-back
+    outage_seconds: float = 60.0  # how long a release waits for a store master that does not answer
     stats: ReleaseStats = field(default_factory=ReleaseStats)
 
     def __post_init__(self):
@@ -212,12 +216,7 @@ class Releaser:
             with self._lock:
                 self.stats.failed_released += 1
         try:
-            try:
-                self.store.remove(key)
-            except LeaseHeld:
-                with self._lock:
-                    self.stats.lease_forced += 1
-                self.store.remove(key, force=True)
+            self._remove_through_outage(key)
             with self._lock:
                 self.stats.released += 1
             RELEASES.inc()
@@ -229,6 +228,26 @@ class Releaser:
         with self._lock:
             self.stats.release_failures += 1
         RELEASE_FAILURES.inc()
+
+    def _remove_through_outage(self, key: str) -> None:
+        """A master that does not answer (restarting, failing over) is waited for up to `outage_seconds`: an
+        output given up on here would stay in the store for good."""
+        since = time.monotonic()
+        while True:
+            try:
+                try:
+                    self.store.remove(key)
+                except LeaseHeld:
+                    with self._lock:
+                        self.stats.lease_forced += 1
+                    self.store.remove(key, force=True)
+                return
+            except MasterUnreachable:
+                if time.monotonic() - since > self.outage_seconds:
+                    raise
+                with self._lock:
+                    self.stats.outage_retries += 1
+                time.sleep(OUTAGE_RETRY_SECONDS)
 
     def sweep(self, master_http: str, prefix: str) -> list[str]:
         """After a crash: remove outputs under `prefix` left in the store that this Releaser is not waiting on."""

@@ -61,6 +61,7 @@ class Router:
         self._refreshed = 0.0
         self.served: Counter[str] = Counter()  # batches scored, per worker
         self.retries = 0
+        self.store_outages = 0  # batches that waited out a store master that did not answer
 
     # membership -----------------------------------------------------------------------------------------------
     def due(self) -> bool:
