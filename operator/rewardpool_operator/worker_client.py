@@ -109,10 +109,24 @@ class HttpWorkerClient:
 
     async def segment_used_bytes(self, master_metrics: str, segment: str) -> int | None:
         async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
-            text = await _get(session, f"http://{master_metrics}/get_segments_detail")
-        if not text:
-            return None
-        for seg in json.loads(text).get("segments", []):
-            if seg.get("segment_name") == segment:
-                return int(seg.get("allocator_used_bytes", 0))
-        return 0  # the master no longer lists it: nothing is stored there
+            detail, metrics = await asyncio.gather(_get(session, f"http://{master_metrics}/get_segments_detail"),
+                                                   _get(session, f"http://{master_metrics}/metrics"))
+        return segment_used(detail, metrics, segment)
+
+
+def segment_used(detail: str | None, metrics: str | None, segment: str) -> int | None:
+    """Bytes stored in one segment, from the master's two views of it; None (unknown) when the segment detail
+    did not answer, as a standby master's does not (503), whose metrics list no segment. A segment being
+    unmounted gracefully (a draining worker's) reads 0 in the detail while it still holds outputs; its
+    `segment_allocated_bytes` series still counts them, so the larger of the two is taken."""
+    if not detail:
+        return None
+    used = 0  # a segment the master no longer lists holds nothing
+    for seg in (json.loads(detail).get("segments", []) if detail else []):
+        if seg.get("segment_name") == segment:
+            used = max(used, int(seg.get("allocator_used_bytes", 0)))
+    for family in text_string_to_metric_families(metrics or ""):
+        for sample in family.samples:
+            if sample.name == "segment_allocated_bytes" and sample.labels.get("segment") == segment:
+                used = max(used, int(sample.value))
+    return used

@@ -11,6 +11,11 @@ from .contract import StoreConfig
 
 log = logging.getLogger("rewardpool.worker.store")
 
+# How long a draining worker's segment keeps what it holds readable. Mooncake frees it afterwards, so this is
+# far longer than any drain: the operator deletes the pod once the segment is empty, and keeps (and reports)
+# one whose segment still holds outputs; the pod's exit is what ends the segment.
+DRAIN_READABLE_SECONDS = 30 * 24 * 3600
+
 
 class StoreError(RuntimeError):
     code: int | None = None
@@ -78,6 +83,7 @@ class Store:
 
     def __init__(self, raw, hostname: str, cfg: StoreConfig):
         self.raw, self.hostname, self.cfg = raw, hostname, cfg
+        self.segment_ids: list[str] = []  # the segment this client mounted and lends (none for pure readers)
 
     @classmethod
     def connect(cls, cfg: StoreConfig, local_hostname: str) -> "Store":
@@ -88,15 +94,37 @@ class Store:
         if cfg.protocol == "tcp":
             os.environ.setdefault("MC_TCP_BIND_ADDRESS", local_hostname)
         raw = MooncakeDistributedStore()
-        rc = raw.setup(local_hostname, cfg.metadata_server, cfg.segment_bytes, cfg.local_buffer_bytes,
+        # The segment is mounted after setup, not by it: only a segment mounted so can later be unmounted
+        # gracefully (placements stop, what it holds stays readable), which a drain needs.
+        rc = raw.setup(local_hostname, cfg.metadata_server, 0, cfg.local_buffer_bytes,
                        cfg.protocol, ",".join(cfg.devices), cfg.master)
         if rc != 0:
             raise MasterUnreachable(
                 f"cannot set up a store client against mooncake_master {cfg.master} (metadata "
                 f"{cfg.metadata_server}, protocol {cfg.protocol}, local {local_hostname}): setup returned {rc}; "
                 "is the master running and reachable?", rc)
+        store = cls(raw, raw.get_hostname() if hasattr(raw, "get_hostname") else local_hostname, cfg)
+        if cfg.segment_bytes > 0:
+            got = raw.allocate_and_mount_segment(cfg.segment_bytes, cfg.protocol)
+            if got.get("ret", -1) != 0:
+                raw.close()
+                raise StoreError(f"mounting this client's {cfg.segment_bytes}-byte segment failed: {got}",
+                                 got.get("ret"))
+            store.segment_ids = list(got["segment_ids"])
         log.info("store client ready: master=%s local=%s segment=%d", cfg.master, local_hostname, cfg.segment_bytes)
-        return cls(raw, raw.get_hostname() if hasattr(raw, "get_hostname") else local_hostname, cfg)
+        return store
+
+    def stop_placements(self, readable_seconds: int = DRAIN_READABLE_SECONDS) -> bool:
+        """Drain this client's segment: the master places nothing new in it, and what it holds stays readable
+        for `readable_seconds` (then Mooncake frees it). Returns False when there was no segment of ours to
+        drain. Idempotent."""
+        ids, self.segment_ids = self.segment_ids, []
+        if not ids:
+            return False
+        check(self.raw.unmount_and_free_segment(ids, readable_seconds), "unmount segment")
+        log.info("segment %s drained: no new placements, stored outputs readable for %ds", self.hostname,
+                 readable_seconds)
+        return True
 
     # registration
     def register(self, buf: torch.Tensor) -> None:

@@ -134,7 +134,12 @@ class RewardWorker:
 
     @ray.method(concurrency_group=CONTROL)
     def drain(self) -> dict:
-        self.draining = True
+        if not self.draining:
+            self.draining = True
+            try:  # outputs stop landing in this worker's segment; what is there stays readable
+                self.store.stop_placements()
+            except StoreError as e:  # the drain goes on: the operator still waits for the segment to empty
+                log.warning("could not stop placements in this worker's segment: %s", e)
         return self.stats()
 
     @ray.method(concurrency_group=CONTROL)

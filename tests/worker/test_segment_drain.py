@@ -1,0 +1,47 @@
+"""A draining worker's segment on a real mooncake_master: placements stop (a put that asks for that segment
+lands elsewhere), what it already holds stays readable, and the operator's reading of the segment's usage
+(from the master's own endpoints) still counts those outputs until they are released, so the drain waits."""
+from __future__ import annotations
+
+import asyncio
+
+import torch
+
+from rewardpool_operator.worker_client import HttpWorkerClient
+from rewardpool_worker.contract import StoreConfig
+from rewardpool_worker.records import put_output
+from rewardpool_worker.store import Store
+
+
+def _used(master, segment: str) -> int | None:
+    return asyncio.run(HttpWorkerClient().segment_used_bytes(f"127.0.0.1:{master.metrics_port}", segment))
+
+
+def test_a_drained_segment_takes_no_new_outputs_and_keeps_what_it_holds_readable(master, store):
+    worker = Store.connect(StoreConfig(master=master.address, protocol="tcp", segment_bytes=32 << 20,
+                                       local_buffer_bytes=16 << 20), "127.0.0.1")
+    try:
+        assert worker.segment_ids, "the worker's segment is mounted by it (so it can be unmounted gracefully)"
+        held = torch.arange(4096, dtype=torch.int32)
+        ref = put_output(store, "drain-seg/held", held, preferred_segment=worker.hostname)
+        assert _used(master, worker.hostname) == held.numel() * 4
+
+        assert worker.stop_placements() is True
+        assert worker.stop_placements() is False  # idempotent: nothing left to drain
+
+        # what it holds stays readable, and still counts as held (the operator keeps the pod)
+        back = torch.empty(4096, dtype=torch.int32)
+        store.get_into(ref.key, back.data_ptr(), ref.nbytes)
+        assert torch.equal(back, held)
+        assert _used(master, worker.hostname) == held.numel() * 4
+        # a new output asking for the draining segment lands in another one
+        later = put_output(store, "drain-seg/later", torch.ones(1024, dtype=torch.int32),
+                           preferred_segment=worker.hostname)
+        assert later.key in master.keys()
+        assert _used(master, worker.hostname) == held.numel() * 4
+        # released: the segment is empty, and the drain may finish
+        store.remove(ref.key, force=True)
+        store.remove(later.key, force=True)
+        assert _used(master, worker.hostname) == 0
+    finally:
+        worker.close()
