@@ -213,22 +213,23 @@ class Prometheus(Supervised):
 
 
 # ---- the dev cluster's Prometheus ------------------------------------------------------------------------------
-def chart_monitoring() -> list[dict]:
+def chart_monitoring(values: dict[str, str] | None = None) -> list[dict]:
     """The ServiceMonitor, PodMonitor and PrometheusRule the chart renders (as installed: same release and
-    namespace)."""
+    namespace), with `values` (helm --set) on top."""
     from .stack import CHART, OPERATOR_NS, RELEASE, tool
 
-    out = subprocess.run([tool("helm"), "template", RELEASE, str(CHART), "--namespace", OPERATOR_NS,
-                          "--set", "serviceMonitor.enabled=true", "--set", "prometheusRule.enabled=true"],
+    sets = [a for k, v in {"serviceMonitor.enabled": "true", "prometheusRule.enabled": "true",
+                           **(values or {})}.items() for a in ("--set", f"{k}={v}")]
+    out = subprocess.run([tool("helm"), "template", RELEASE, str(CHART), "--namespace", OPERATOR_NS, *sets],
                          capture_output=True, text=True, check=True)
     return [d for d in yaml.safe_load_all(out.stdout)
             if d and d.get("kind") in ("ServiceMonitor", "PodMonitor", "PrometheusRule")]
 
 
-def for_dev_cluster(kubeconfig: Path, workdir: Path, infra_ns: str) -> Prometheus:
+def for_dev_cluster(kubeconfig: Path, workdir: Path, infra_ns: str, values: dict[str, str] | None = None) -> Prometheus:
     """Workers and operator through the chart's monitors, the store master (job mooncake-master), and the
-    chart's alerting rules."""
-    docs = chart_monitoring()
+    chart's alerting rules (rendered with `values`)."""
+    docs = chart_monitoring(values)
     scrape = scrape_configs([d for d in docs if d["kind"] != "PrometheusRule"], kubeconfig)
     scrape.append(pod_job("mooncake-master", infra_ns, {"app.kubernetes.io/name": "mooncake-master"}, "metrics",
                           kubeconfig))

@@ -114,6 +114,26 @@ class RealNode(Supervised):
         self.procs.clear()
         return stopped
 
+    def stop_kubelet(self, timeout: float = 30) -> None:
+        """The node's kubelet stops (a node agent outage): containerd and the containers it runs go on."""
+        proc = self.procs.pop("kubelet")
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        self._state().record(self.workdir)
+
+    def start_kubelet(self, timeout: float = 120) -> None:
+        """The kubelet again, with the same configuration; returns once the node reports Ready."""
+        user = f"system:node:{cfg.NODE_NAME}"
+        kubeconfig = self.workdir / "kubelet.kubeconfig"
+        if not kubeconfig.exists():
+            self.cluster.write_kubeconfig(kubeconfig, user, self.cluster.token(user))
+        self._spawn("kubelet", cfg.kubelet_argv(self.bins, self.layout, kubeconfig))
+        self._wait("kubelet", lambda: self.cluster._nodes_ready([cfg.NODE_NAME]), timeout)
+
     @staticmethod
     def stop_recorded(workdir: Path) -> list[str]:
         """Stops a node another process started (`make down` after `make demo`), from its recorded state."""

@@ -67,6 +67,10 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--pause", type=float, default=0.0, help="seconds between rounds (scale-in tests)")
+    ap.add_argument("--scale", type=float, default=1.0, help="brightness of the videos (1: uniform in 0..255)")
+    ap.add_argument("--pattern", choices=["uniform", "last-frame"], default="uniform")
+    ap.add_argument("--fault-seconds", type=float, default=300.0,
+                    help="how long one batch keeps asking again through a fault before the job fails")
     args = ap.parse_args()
     # with a secondary network attached, the store client announces (and its transfers use) that address
     node_ip = interface_address("net1") or os.environ["POD_IP"]
@@ -80,6 +84,15 @@ def main() -> int:
     from rewardpool_worker.records import put_output
     from rewardpool_worker.store import Store
 
+    from rewardpool_worker.errors import PoolUnavailable, SampleError
+    from rewardpool_worker.store import (MasterUnreachable, ObjectNotFound, ReplicaNotReady, StoreError,
+                                         TransferFailed)
+
+    # What a training job does when its infrastructure has a fault mid-rollout: it still holds the outputs it
+    # generated, so an output the store lost (a master restart forgets every object) is put again, and a
+    # sample the pool could not score (recovering from a Ray head restart) is asked for again.
+    again_causes = (ObjectNotFound, ReplicaNotReady, MasterUnreachable, TransferFailed, PoolUnavailable)
+
     t0 = time.monotonic()
     join_ray(args.ray, os.environ["POD_IP"])
     nbytes = args.frames * 3 * args.height * args.width
@@ -89,28 +102,73 @@ def main() -> int:
     client = RewardPoolClient(args.pool, args.namespace)
     releaser = Releaser(store)
     t_setup = time.monotonic() - t0
-    scores, keys, served = [], [], {}
+    scores: dict[str, float] = {}
+    keys: list[str] = []
+    scored_at: list[float] = []  # wall-clock time of every batch that returned scores
+    counts = {"put_retries": 0, "asked_again": 0}
+
+    def put(key: str, video):
+        since = time.monotonic()
+        while True:
+            try:
+                ref = put_output(store, key, video, preferred_segment=store.hostname)
+                keys.append(ref.key)
+                return ref
+            except StoreError:
+                if time.monotonic() - since > args.fault_seconds:
+                    raise
+                counts["put_retries"] += 1
+                time.sleep(0.5)
+
+    def score_until_done(items: list[tuple[str, object, object]]) -> None:
+        """items: (name, video, ref). Every name gets exactly one score."""
+        since, attempt = time.monotonic(), 0
+        while items:
+            got = client.score([ref for _, _, ref in items], ["a generated video"] * len(items))
+            again = []
+            for (name, video, ref), s in zip(items, got):
+                if not isinstance(s, SampleError):
+                    assert name not in scores, f"{name} scored twice"
+                    scores[name] = s
+                    releaser.rewarded([ref])
+                    continue
+                if not isinstance(s.cause, again_causes) or time.monotonic() - since > args.fault_seconds:
+                    raise s
+                releaser.failed([ref])
+                again.append((name, video, None))
+            if len(again) < len(items):
+                scored_at.append(round(time.time(), 2))
+            items = []
+            if again:
+                counts["asked_again"] += len(again)
+                attempt += 1
+                time.sleep(0.5)
+                for name, video, _ in again:
+                    ref = put(f"{name}/a{attempt}", video)
+                    releaser.expect([ref])
+                    items.append((name, video, ref))
+
     t_score = 0.0
     for r in range(args.rounds):
-        refs = []
+        items = []
         for i in range(args.samples):
             g = torch.Generator().manual_seed(r * 100000 + i)
             # an LTX-2.3 video output as the framework lays it out: channels x frames x height x width, uint8
             # (scaled down in height and width)
-            video = (torch.rand(3, args.frames, args.height, args.width, generator=g) * 255).to(torch.uint8)
-            refs.append(put_output(store, f"{args.namespace}/{args.pool}/r{r}/s{i}", video,
-                                   preferred_segment=store.hostname))
-        releaser.expect(refs)
-        keys += [x.key for x in refs]
-        batches = [refs[i:i + args.batch] for i in range(0, len(refs), args.batch)]
+            video = (torch.rand(3, args.frames, args.height, args.width, generator=g) * 255 * args.scale)
+            if args.pattern == "last-frame":  # only the last frame lit: frame rules that differ score it apart
+                video[:, :-1] = 0
+            video = video.to(torch.uint8)
+            name = f"{args.namespace}/{args.pool}/r{r}/s{i}"
+            items.append((name, video, put(name, video)))
+        releaser.expect([ref for _, _, ref in items])
+        batches = [items[i:i + args.batch] for i in range(0, len(items), args.batch)]
         t = time.monotonic()
         with ThreadPoolExecutor(len(batches)) as ex:
-            futs = [(b, ex.submit(client.score, b, ["a generated video"] * len(b))) for b in batches]
-            for b, f in futs:
-                s = f.result()
-                scores += s
-                releaser.rewarded(b)
+            for f in [ex.submit(score_until_done, b) for b in batches]:
+                f.result()
         t_score += time.monotonic() - t
+        print(f"ROUND {r} scored at {time.time():.2f}", flush=True)  # progress, for tests that inject a fault
         if args.pause and r + 1 < args.rounds:
             time.sleep(args.pause)
     peers = tcp_peers()
@@ -119,7 +177,10 @@ def main() -> int:
                       "workers": len(set(client.served)), "served": dict(client.served),
                       "retries": client.retries, "released": releaser.stats.released,
                       "release_failures": releaser.stats.release_failures, "pending": releaser.pending,
-                      "first_scores": [round(s, 4) for s in scores[:4]], "left": left,
+                      "failed_released": releaser.stats.failed_released,
+                      "first_scores": [round(scores[f"{args.namespace}/{args.pool}/r0/s{i}"], 4)
+                                       for i in range(min(4, args.samples))], "left": left,
+                      "store_outages": client.store_outages, "scored_at": scored_at, **counts,
                       "store_hostname": store.hostname, "pod_ip": os.environ["POD_IP"], "tcp_peers": peers}),
           flush=True)
     store.close()

@@ -21,6 +21,9 @@ REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "charts" / "rewardpool-operator" / "dashboards" / "rewardpool.json"
 KEDA_EXAMPLE = REPO / "examples" / "keda-scaledobject.yaml"
 POOL = "obs"
+# The drift alerts' windows, shortened so a test sees them fire (the chart's defaults: 30m, 2h, 200, 10m)
+DRIFT = {"recentWindow": "1m", "earlierWindow": "3m", "minSamples": "16", "for": "0s", "stddevs": "1"}
+RECENT_SECONDS = 60
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +38,8 @@ def obs_ns(kube, incluster_operator, infra):
 def prometheus(node, infra, tmp_path_factory):
     from rewardpool_devcluster.prometheus import for_dev_cluster
 
-    prom = for_dev_cluster(node.cluster.kubeconfig, tmp_path_factory.mktemp("prometheus"), infra)
+    prom = for_dev_cluster(node.cluster.kubeconfig, tmp_path_factory.mktemp("prometheus"), infra,
+                           values={f"prometheusRule.scoreDrift.{k}": v for k, v in DRIFT.items()})
     yield prom
     prom.stop()
 
@@ -149,7 +153,70 @@ def test_the_charts_alerting_rules_load_and_evaluate_without_error(prometheus, s
                      timeout=30, what="every rule evaluated once")
     assert {r["name"] for r in rules} == {"RewardPoolStoreNearEvictionWatermark", "RewardPoolWorkersMissing",
                                          "RewardPoolDrainTooLong", "RewardPoolOperatorReconcileErrors",
-                                         "RewardPoolStoreEvictingOutputs"}
+                                         "RewardPoolStoreEvictingOutputs", "RewardPoolScoreDrift",
+                                         "RewardPoolScorerVersionsDisagree"} | {
+        f"rewardpool:score_{k}:{w}" for k in ("count", "mean", "stddev") for w in ("recent", "earlier")}
     assert all(r["health"] == "ok" for r in rules), [(r["name"], r.get("lastError")) for r in rules]
     # a healthy pool after a clean run fires nothing
     assert [r["name"] for r in rules if r["state"] != "inactive"] == []
+
+
+def _firing(prometheus, alert: str, **labels) -> list[dict]:
+    rule = next(r for r in prometheus.rules() if r["name"] == alert)
+    return [a for a in rule.get("alerts", []) if a["state"] == "firing"
+            and all(a["labels"].get(k) == v for k, v in labels.items())]
+
+
+def _recorded(prometheus, record: str, **labels) -> dict[str, float]:
+    sel = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    return {s["metric"]["version"]: float(s["value"][1]) for s in prometheus.query(f"{record}{{{sel}}}")}
+
+
+def test_the_score_drift_alert_fires_when_a_versions_scores_move(prometheus, scored, obs_ns, kube, node):
+    """The same scorer version, outputs that got darker (as a policy drifting would make them): the mean over
+    the last minute leaves the earlier window's by far more than its spread. The expected means come from how
+    the job makes its videos (uniform bytes, times --scale), not from the code under test."""
+    (version,) = {s["metric"]["version"] for s in prometheus.query(
+        f'rewardpool_worker_score_count{{namespace="{obs_ns}",pool="{POOL}"}}')}
+    wait_for(lambda: time.time() > scored + RECENT_SECONDS + 5, timeout=RECENT_SECONDS + 10, interval=1,
+             what="the first run out of the recent window")
+    result = run_job(kube, node, obs_ns, "darker", POOL, samples=24, frames=4, height=32, width=48, batch=4,
+                     scale=0.4)
+    assert result["scored"] == 24 and result["left"] == 0, result
+    alerts = wait_for(lambda: _firing(prometheus, "RewardPoolScoreDrift", pool=POOL, version=version), timeout=90,
+                      interval=2, what="RewardPoolScoreDrift firing for the pool's version")
+    assert alerts[0]["labels"]["component"] == "mean-intensity" and alerts[0]["labels"]["namespace"] == obs_ns
+    lbl = {"namespace": obs_ns, "pool": POOL, "component": "mean-intensity"}
+    recent = _recorded(prometheus, "rewardpool:score_mean:recent", **lbl)[version]
+    earlier = _recorded(prometheus, "rewardpool:score_mean:earlier", **lbl)[version]
+    assert abs(earlier - 0.5) < 0.02 and abs(recent - 0.4 * 0.5) < 0.02, (earlier, recent)
+    assert _firing(prometheus, "RewardPoolScorerVersionsDisagree") == []  # one version: nothing to compare
+
+
+def test_two_versions_that_score_apart_during_a_roll_fire_the_disagreement_alert(prometheus, scored, obs_ns,
+                                                                                   kube, node):
+    """A roll from the pool's frame rule (numFrames 4: every frame of a 4-frame video) to numFrames 2 (first and
+    last) under a rollout whose videos light only their last frame: the old version scores 1/4 of a lit
+    frame's brightness, the new one 1/2. Both serve within one recent window, and the alert says so."""
+    from rewardpool_devcluster.incluster import rollout_job_objects
+
+    old = {s["metric"]["version"] for s in prometheus.query(
+        f'rewardpool_worker_score_count{{namespace="{obs_ns}",pool="{POOL}"}}')}
+    kube.apply(rollout_job_objects("roll-scores", obs_ns, node.images.worker, POOL, samples=8, frames=4,
+                                   height=32, width=48, batch=4, rounds=150, pause=1.0, pattern="last-frame"))
+    wait_for(lambda: "ROUND 1 scored" in kube("logs", "-n", obs_ns, "job/roll-scores", check=False).stdout,
+             timeout=240, interval=1, what="the rollout scoring on the old version")
+    kube("patch", "rewardpool", "-n", obs_ns, POOL, "--type=merge", "-p", '{"spec":{"scorer":{"numFrames":2}}}')
+    alerts = wait_for(lambda: _firing(prometheus, "RewardPoolScorerVersionsDisagree", pool=POOL,
+                                      component="mean-intensity"), timeout=420, interval=2,
+                      what="RewardPoolScorerVersionsDisagree firing during the roll")
+    assert alerts[0]["labels"]["namespace"] == obs_ns
+    means = _recorded(prometheus, "rewardpool:score_mean:recent", namespace=obs_ns, pool=POOL,
+                      component="mean-intensity")
+    new = set(means) - old
+    assert len(new) == 1 and len(set(means) & old) == 1, means
+    (v_old,), (v_new,) = set(means) & old, new
+    # a lit frame averages 255/2 (truncated to bytes: 127 of 255, ~0.498): 1 of 4 frames, or 1 of the 2 picked
+    assert abs(means[v_new] - 0.498 / 2) < 0.02, means
+    assert means[v_old] < means[v_new] - 0.05, means  # the old version's window also holds the darker run
+    kube("delete", "job", "-n", obs_ns, "roll-scores", "--wait=false", check=False)

@@ -194,6 +194,101 @@ def test_scale_in_drains_a_real_pod_and_loses_nothing(kube, node, pool, pool_ns)
     assert any(g in ev for g in gone)
 
 
+FAULT_SAMPLES = 8
+
+
+def _fault_under_job(kube, node, ns, name, fault, *, rounds, pause=0.0):
+    """Run a rollout job, inject `fault` once its first round is scored, and check the job's outcome: every
+    output scored exactly once, each released once after its reward, nothing left in the store. Returns the
+    job's result and the time to recover: from the fault to the first batch scored after it."""
+    _start_job(kube, node, ns, name, samples=FAULT_SAMPLES, batch=2, rounds=rounds, pause=pause)
+    wait_for(lambda: "ROUND 0 scored" in kube("logs", "-n", ns, f"job/{name}", check=False).stdout,
+             timeout=240, interval=1, what=f"{name}'s first round scored")
+    t_fault = time.time()
+    fault()
+    result = _job_result(kube, ns, name, timeout=900)
+    n = FAULT_SAMPLES * rounds
+    assert result["scored"] == n and result["left"] == 0 and result["pending"] == 0, result
+    assert result["released"] - result["failed_released"] == n, result  # once each, after its reward
+    after = [t for t in result["scored_at"] if t > t_fault]
+    assert after, f"no batch scored after the fault: {result}"
+    return result, min(after) - t_fault
+
+
+def _pool_cond(kube, ns, kind):
+    return next(c for c in kube.json("rewardpool", "-n", ns, POOL)["status"]["conditions"] if c["type"] == kind)
+
+
+def test_a_store_master_restart_under_a_rollout_loses_nothing(kube, node, pool, pool_ns, infra):
+    """The store master's pod deleted mid-rollout: the new master knows no object, the workers' and the job's
+    store clients mount their segments on it by themselves, and the job puts again what the store lost."""
+    def restart_master():
+        kube("delete", "pod", "-n", infra, "-l", "app.kubernetes.io/name=mooncake-master", "--wait=false")
+    result, recovered = _fault_under_job(kube, node, pool_ns, "fault-master", restart_master, rounds=40)
+    assert result["asked_again"] + result["put_retries"] + result["store_outages"] > 0, \
+        f"the restart did not reach the rollout: {result}"
+    wait_for(pool_ready(kube, pool_ns, POOL, 2), timeout=240, interval=1, what="2 Ready workers after the restart")
+    wait_for(lambda: _pool_cond(kube, pool_ns, "Ready")["status"] == "True", timeout=120, interval=1,
+             what="the pool Ready after the store master restart")
+    print(f"\nFAULT store master restart: first batch scored again {recovered:.1f}s after the delete "
+          f"({result['asked_again']} samples asked again, {result['put_retries']} puts retried, "
+          f"{result['store_outages']} batch tries waited)")
+
+
+def test_a_worker_pod_deleted_under_a_rollout_is_replaced_and_nothing_is_lost(kube, node, pool, pool_ns):
+    victim = _workers(kube, pool_ns)[0]["metadata"]["name"]
+
+    def delete_worker():
+        kube("delete", "pod", "-n", pool_ns, victim, "--wait=false")
+    result, recovered = _fault_under_job(kube, node, pool_ns, "fault-pod", delete_worker, rounds=20, pause=0.3)
+    pods = wait_for(pool_ready(kube, pool_ns, POOL, 2), timeout=300, interval=1, what="a replacement worker Ready")
+    assert victim not in {p["metadata"]["name"] for p in pods}
+    print(f"\nFAULT worker pod delete: first batch scored again {recovered:.1f}s after the delete "
+          f"(retries {result['retries']})")
+
+
+def test_the_kubelet_stopped_and_started_under_a_rollout_leaves_the_workers_running(kube, node, pool, pool_ns):
+    before = {p["metadata"]["name"]: p["status"]["containerStatuses"][0]["restartCount"]
+              for p in _workers(kube, pool_ns)}
+
+    def kubelet_outage():
+        node.stop_kubelet()
+        time.sleep(20)  # the node agent is gone; containerd and the containers go on
+        node.start_kubelet()
+    result, recovered = _fault_under_job(kube, node, pool_ns, "fault-kubelet", kubelet_outage, rounds=20, pause=0.5)
+    pods = wait_for(pool_ready(kube, pool_ns, POOL, 2), timeout=240, interval=1, what="2 Ready workers")
+    # the same containers: a kubelet restart neither restarts nor replaces them
+    assert {p["metadata"]["name"]: p["status"]["containerStatuses"][0]["restartCount"] for p in pods} == before
+    print(f"\nFAULT kubelet stop (20 s) and start: first batch scored again {recovered:.1f}s after the stop")
+
+
+def test_a_roll_to_a_missing_image_under_a_rollout_and_back(kube, node, pool, pool_ns):
+    """A roll to an image the node does not have stops at its budget (one worker replaced by a pod that cannot
+    pull; the other keeps serving the rollout); setting the image back replaces the broken pod at once."""
+    good = kube.json("rewardpool", "-n", pool_ns, POOL)["spec"]["image"]
+    fixed_at: list[float] = []
+
+    def bad_roll_and_back():
+        kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p",
+             json.dumps({"spec": {"image": "localhost/rewardpool-worker:not-on-this-node"}}))
+        wait_for(lambda: any(c["type"] == "Degraded" and c["status"] == "True" and "ImagePull" in c["message"]
+                             for c in kube.json("rewardpool", "-n", pool_ns, POOL)["status"]["conditions"]),
+                 timeout=180, interval=1, what="Degraded: the new pod cannot pull its image")
+        fixed_at.append(time.monotonic())
+        kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p",
+             json.dumps({"spec": {"image": good}}))
+    result, recovered = _fault_under_job(kube, node, pool_ns, "fault-image", bad_roll_and_back, rounds=60,
+                                         pause=1.0)
+    pods = wait_for(lambda: (lambda ps: ps if ps and all(p["spec"]["containers"][0]["image"] == good
+                                                         for p in ps) else None)(pool_ready(kube, pool_ns, POOL, 2)()),
+                    timeout=120, interval=1, what="the rollback: 2 Ready workers of the good image")
+    rolled_back = time.monotonic() - fixed_at[0]
+    assert len(pods) == 2
+    assert rolled_back < 120, f"the rollback took {rolled_back:.0f}s after the fix"
+    print(f"\nFAULT roll to a missing image and back: 2 Ready workers of the good image {rolled_back:.1f}s after "
+          f"the fix; the rollout never stopped (first batch after the bad roll began {recovered:.1f}s)")
+
+
 def test_a_missing_image_shows_in_the_pool_status(kube, node, incluster_operator, rns):
     from rewardpool_devcluster.incluster import real_node_pool
 

@@ -51,15 +51,16 @@ class Metric:
         """The name a scrape sees (a histogram's series add _bucket/_sum/_count to it)."""
         return self.name + "_total" if self.kind == "counter" else self.name
 
-    def make(self, registry=None):
-        """The prometheus_client collector (registry None: the process's default registry)."""
+    def make(self, registry=None, buckets: tuple[float, ...] | None = None):
+        """The prometheus_client collector (registry None: the process's default registry). `buckets` replaces
+        a histogram's own (a score histogram's come from its scorers' ranges)."""
         import prometheus_client as pc
 
         kw: dict[str, Any] = {"labelnames": self.labels}
         if registry is not None:
             kw["registry"] = registry
-        if self.buckets:
-            kw["buckets"] = self.buckets
+        if buckets or self.buckets:
+            kw["buckets"] = buckets or self.buckets
         cls = {"counter": pc.Counter, "gauge": pc.Gauge, "histogram": pc.Histogram}[self.kind]
         return cls(self.name, self.help, **kw)
 
@@ -100,6 +101,13 @@ class WorkerMetricNames:
     WARMUP_SECONDS = Metric("rewardpool_worker_warmup_seconds", "gauge",
                             "Time of the warm-up forward run before the worker became Ready")
     MODEL_LOAD_SECONDS = Metric("rewardpool_worker_model_load_seconds", "gauge", "Time to load the scorer(s)")
+    # Drift: per component (a mixture's names and "weighted"; a single scorer's name) and scorer version. Its
+    # _sum and _count give a window's mean; with SCORE_SQUARES, its spread. Buckets: score_buckets().
+    SCORE = Metric("rewardpool_worker_score", "histogram", "Scores given, per component and scorer version",
+                   ("component", "version"))
+    SCORE_SQUARES = Metric("rewardpool_worker_score_squares", "counter",
+                           "Sum of squared scores (with rewardpool_worker_score's _sum and _count: the spread)",
+                           ("component", "version"))
 
 
 class ClientMetricNames:
@@ -230,6 +238,14 @@ class BuiltinScorer:
     # It looks only at the frames the frame rule picks (its class says `picks_frames = True`): with numFrames
     # set, the operator sizes its read slots for those frames alone (the worker reads only their bytes).
     picks_frames: bool = False
+
+
+def score_buckets(ranges: list[tuple[float, float]], steps: int = 20) -> tuple[float, ...]:
+    """Histogram buckets over the span of the given score ranges, `steps` equal steps."""
+    lo, hi = min(r[0] for r in ranges), max(r[1] for r in ranges)
+    if hi <= lo:
+        hi = lo + 1.0
+    return tuple(round(lo + (hi - lo) * i / steps, 6) for i in range(steps + 1))
 
 
 # The registry: a new built-in scorer is its module in scorers/ plus one line here.

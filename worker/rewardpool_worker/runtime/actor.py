@@ -16,6 +16,8 @@ from ..contract import READ_SLOTS, WorkerConfig, scorer_version
 from ..errors import Draining
 from ..records import OutputRef
 from ..scorers import build_scorers, frames_declared
+from ..scorers.base import option
+from ..scorers.mixture import WEIGHTED
 from ..store import Store, StoreError
 from .reader import ALIGN, RegisteredTensorReader
 from .slots import StoredOutputRewardActor
@@ -71,8 +73,9 @@ class RewardWorker:
         self.load_seconds = time.perf_counter() - t0
         self.actor = StoredOutputRewardActor(self.scorer, self.readers, batch_size=self.cfg.scorer.batch_size,
                                              max_batch_bytes=cap, wedge_floor_seconds=self.cfg.wedge_floor_seconds,
-                                             max_queue=MAX_QUEUE)
+                                             max_queue=MAX_QUEUE, component=self.cfg.components[0].component)
         self.actor.warm_up()
+        self.actor.score_log.clear()  # the warm-up forward's scores are no one's
         log.info("model loaded in %.2fs, warm-up forward %.2fs", self.load_seconds, self.actor.warmup_seconds)
         self.draining = False
         self._store_ok, self._store_error, self._probed = False, "not probed yet", 0.0
@@ -113,7 +116,8 @@ class RewardWorker:
                 "warmup_seconds": self.actor.warmup_seconds, "batch_size": self.cfg.scorer.batch_size,
                 "max_queue": MAX_QUEUE, "components": [c.component for c in self.cfg.components],
                 "frames": frames_declared(self.scorer) if self.scorer is not None else None,
-                "draining": self.draining, "version": self.version,
+                "draining": self.draining, "version": self.version, "score_ranges": score_ranges(self.scorer,
+                                                                                               self.cfg),
                 "store_hostname": self.store.hostname}
 
     def score_batch(self, outputs: list, prompts: list[str], batch_id=None) -> list:
@@ -150,6 +154,18 @@ class RewardWorker:
     def memory(self, reset_peak: bool = False) -> dict:
         """This process's resident memory now and at its peak (bytes), from /proc."""
         return process_memory(reset_peak)
+
+
+def score_ranges(scorer, cfg: WorkerConfig) -> dict[str, tuple[float, float]]:
+    """Each logged component's usual score range (the score histogram's buckets): a mixture's components, and
+    its weighted sum's range from theirs."""
+    parts = getattr(scorer, "components", None)
+    if not isinstance(parts, list):
+        return {cfg.components[0].component: tuple(option(scorer, "score_range"))}
+    out = {name: tuple(option(s, "score_range")) for name, _, s in parts}
+    ends = [(w * out[n][0], w * out[n][1]) for n, w, _ in parts]
+    out[WEIGHTED] = (sum(min(e) for e in ends), sum(max(e) for e in ends))
+    return out
 
 
 def process_memory(reset_peak: bool = False) -> dict:

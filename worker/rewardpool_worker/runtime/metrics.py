@@ -6,6 +6,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from ..contract import WorkerMetricNames as N
+from ..contract import score_buckets
 
 
 class WorkerMetrics:
@@ -32,10 +33,22 @@ class WorkerMetrics:
         self.scored.labels(scorer)  # present at 0 before the first batch: a dashboard's rate() has a series
         self.score_seconds.labels(scorer)
         self._last: dict = {}
+        self.score = self.score_squares = None  # made at startup(), from the scorers' score ranges
+        self.version = "unknown"
 
     def startup(self, ready: dict) -> None:
         self.warmup_seconds.set(ready.get("warmup_seconds") or 0.0)
         self.load_seconds.set(ready.get("load_seconds") or 0.0)
+        # The score series exist (at 0) from Ready on, per component and this worker's scorer version, so a
+        # window's increase() starts from the first score.
+        self.version = ready.get("version") or "unknown"
+        ranges = {k: tuple(v) for k, v in (ready.get("score_ranges") or {}).items()} or {"score": (0.0, 1.0)}
+        if self.score is None:
+            self.score = N.SCORE.make(self.registry, buckets=score_buckets(list(ranges.values())))
+            self.score_squares = N.SCORE_SQUARES.make(self.registry)
+        for component in ranges:
+            self.score.labels(component, self.version)
+            self.score_squares.labels(component, self.version)
 
     def update(self, stats: dict) -> None:
         """Fold an actor stats snapshot in (counters advance by the difference since the last one)."""
@@ -57,4 +70,8 @@ class WorkerMetrics:
             for _ in range(n):  # per output: a batch's time spread over its outputs
                 self.read_seconds.observe(read / n)
                 self.score_seconds.labels(self.scorer).observe(score / n)
+        if self.score is not None:
+            for component, value in stats.get("score_log", []):
+                self.score.labels(component, self.version).observe(value)
+                self.score_squares.labels(component, self.version).inc(value * value)
         self._last = stats

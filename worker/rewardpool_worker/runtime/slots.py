@@ -39,8 +39,10 @@ class BatchTooLarge(ValueError):
 class StoredOutputRewardActor:
     def __init__(self, scorer, reader: RegisteredTensorReader | list[RegisteredTensorReader] | None,
                  batch_size: int | None = None, max_batch_bytes: int = 0,
-                 wedge_floor_seconds: float = WEDGE_FLOOR_SECONDS, max_queue: int = 0, ranged_reads: bool = True):
+                 wedge_floor_seconds: float = WEDGE_FLOOR_SECONDS, max_queue: int = 0, ranged_reads: bool = True,
+                 component: str = "score"):
         self.scorer = scorer
+        self.component = component  # the name a single scorer's float scores are logged under
         # The frames each scorer picks when all of them declare it: a stored video is then read as those
         # frames' byte ranges only (None, or ranged_reads off: whole outputs).
         self.frame_counts = frames_declared(scorer) if ranged_reads else None
@@ -71,6 +73,8 @@ class StoredOutputRewardActor:
         self.outputs = 0
         # (outputs, queue wait s, read s, score s) of each batch since the last stats() snapshot
         self.batch_log: list[tuple[int, float, float, float]] = []
+        # (component, score) of every output since the last snapshot: the score histogram (drift)
+        self.score_log: list[tuple[str, float]] = []
 
     def warm_up(self) -> float:
         t0 = time.perf_counter()
@@ -197,6 +201,8 @@ class StoredOutputRewardActor:
             self.outputs += len(outputs)
             self.slowest_batch = max(self.slowest_batch, elapsed)
             self.batch_log.append((len(outputs), waited, t1 - t0, elapsed))
+            for sc in scores:
+                self.score_log.extend(sc.items() if isinstance(sc, dict) else [(self.component, sc)])
         return scores
 
     def read_copies(self, refs: list[OutputRef]) -> list[torch.Tensor]:
@@ -226,6 +232,6 @@ class StoredOutputRewardActor:
                     "buffer_bytes": sum(r.capacity for r in regs),
                     "model_busy_seconds": busy, "wedged_after_seconds": self.wedged_after(),
                     "wedged": busy > self.wedged_after(), "warmup_seconds": self.warmup_seconds,
-                    "batch_log": self.batch_log}
-            self.batch_log = []
+                    "batch_log": self.batch_log, "score_log": self.score_log}
+            self.batch_log, self.score_log = [], []
         return snap

@@ -34,6 +34,9 @@ class ScorerOptions(Protocol):
     picks_frames: bool
     quantise: Literal["truncate", "round"]  # float frames to uint8: the framework's `.to(torch.uint8)`, or round
     num_frames: int | None  # frames picked per output by the frame rule; None: all of them
+    # (low, high) its scores usually fall in: the buckets of the worker's score histogram (scores outside
+    # still count in its _sum and _count, which the drift alerts read)
+    score_range: tuple[float, float]
 
     def warmup(self) -> None:
         """One forward before the worker is Ready (without it: one black 224x224 frame is scored)."""
@@ -41,7 +44,7 @@ class ScorerOptions(Protocol):
 
 
 OPTION_DEFAULTS: dict[str, Any] = {"copy_outputs": False, "picks_frames": False, "quantise": "truncate",
-                                   "num_frames": None}
+                                   "num_frames": None, "score_range": (0.0, 1.0)}
 
 
 def option(scorer, name: str):
