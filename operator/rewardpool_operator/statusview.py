@@ -108,6 +108,15 @@ def _replicas_line(pool: dict) -> str:
     return line
 
 
+def _versions_line(status: dict) -> str:
+    """The scorer versions serving (two or more during a roll), each with its workers and how many are Ready."""
+    vs = status.get("scorerVersions") or []
+    if not vs:
+        return "none reported yet"
+    parts = [f"{v.get('version', '?')} ({v.get('ready', 0)}/{v.get('workers', 0)} ready)" for v in vs]
+    return ", ".join(parts) + ("   two versions serving: a roll is in progress" if len(vs) > 1 else "")
+
+
 def _demand_line(status: dict) -> str:
     return (f"queue {status.get('queueDepth', 0)}, pending {human(int(status.get('pendingBytes') or 0))}, "
             f"hint {status.get('demandHint') or 0} outputs")
@@ -207,6 +216,7 @@ def render_pool(pool: dict, pods: list[dict], events: list[dict], health: Mappin
     pods = sorted(pods, key=lambda p: p["metadata"]["name"])
     lines = [f"RewardPool {meta.get('namespace', '?')}/{meta['name']}   age {ago(meta.get('creationTimestamp'), now)}",
              f"Replicas:    {_replicas_line(pool)}",
+             f"Versions:    {_versions_line(st)}",
              f"Demand:      {_demand_line(st)}",
              f"Store fill:  {fill_text(pool)}",
              f"Last scale:  {last_scale_text(st.get('lastScale'), now)}",

@@ -161,3 +161,13 @@ def test_age_reads_like_kubectl():
              3 * 3600: "3h", 5 * 3600 + 180: "5h3m", 30 * 3600: "30h", 3 * 86400 + 4 * 3600: "3d4h",
              12 * 86400 + 3600: "12d"}
     assert {s: statusview.age(s) for s in cases} == cases
+
+
+def test_the_scorer_versions_serving_are_shown_and_a_roll_is_called_out():
+    one = statusview.render_pool(pool(scorerVersions=[{"version": "3f9a1c", "workers": 2, "ready": 2}]), [], [],
+                                 {}, NOW)
+    assert "Versions:    3f9a1c (2/2 ready)\n" in one
+    two = statusview.render_pool(pool(scorerVersions=[{"version": "3f9a1c", "workers": 1, "ready": 1},
+                                                      {"version": "77d0e2", "workers": 2, "ready": 1}]), [], [], {}, NOW)
+    assert "Versions:    3f9a1c (1/1 ready), 77d0e2 (1/2 ready)   two versions serving: a roll is in progress" in two
+    assert "Versions:    none reported yet" in statusview.render_pool(pool(), [], [], {}, NOW)
