@@ -209,7 +209,9 @@ def _fault_under_job(kube, node, ns, name, fault, *, rounds, pause=0.0):
     result = _job_result(kube, ns, name, timeout=900)
     n = FAULT_SAMPLES * rounds
     assert result["scored"] == n and result["left"] == 0 and result["pending"] == 0, result
-    assert result["released"] - result["failed_released"] == n, result  # once each, after its reward
+    # every output put was released once (the scored ones after their reward, the lost ones through failed());
+    # a release fails only where the store had already forgotten the output (a master restart)
+    assert result["released"] + result["release_failures"] == n + result["asked_again"], result
     after = [t for t in result["scored_at"] if t > t_fault]
     assert after, f"no batch scored after the fault: {result}"
     return result, min(after) - t_fault
@@ -223,8 +225,9 @@ def test_a_store_master_restart_under_a_rollout_loses_nothing(kube, node, pool, 
     """The store master's pod deleted mid-rollout: the new master knows no object, the workers' and the job's
     store clients mount their segments on it by themselves, and the job puts again what the store lost."""
     def restart_master():
-        kube("delete", "pod", "-n", infra, "-l", "app.kubernetes.io/name=mooncake-master", "--wait=false")
-    result, recovered = _fault_under_job(kube, node, pool_ns, "fault-master", restart_master, rounds=40)
+        kube("delete", "pod", "-n", infra, "-l", "app.kubernetes.io/name=mooncake-master", "--wait=false",
+             "--grace-period=1")
+    result, recovered = _fault_under_job(kube, node, pool_ns, "fault-master", restart_master, rounds=60, pause=1.0)
     assert result["asked_again"] + result["put_retries"] + result["store_outages"] > 0, \
         f"the restart did not reach the rollout: {result}"
     wait_for(pool_ready(kube, pool_ns, POOL, 2), timeout=240, interval=1, what="2 Ready workers after the restart")
@@ -267,6 +270,8 @@ def test_a_roll_to_a_missing_image_under_a_rollout_and_back(kube, node, pool, po
     pull; the other keeps serving the rollout); setting the image back replaces the broken pod at once."""
     good = kube.json("rewardpool", "-n", pool_ns, POOL)["spec"]["image"]
     fixed_at: list[float] = []
+    replaced_at: list[float] = []
+    broken: list[str] = []
 
     def bad_roll_and_back():
         kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p",
@@ -274,19 +279,25 @@ def test_a_roll_to_a_missing_image_under_a_rollout_and_back(kube, node, pool, po
         wait_for(lambda: any(c["type"] == "Degraded" and c["status"] == "True" and "ImagePull" in c["message"]
                              for c in kube.json("rewardpool", "-n", pool_ns, POOL)["status"]["conditions"]),
                  timeout=180, interval=1, what="Degraded: the new pod cannot pull its image")
+        broken.extend(p["metadata"]["name"] for p in _workers(kube, pool_ns)
+                      if p["spec"]["containers"][0]["image"] != good)
         fixed_at.append(time.monotonic())
         kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p",
              json.dumps({"spec": {"image": good}}))
+        # the rollback replaces the pod that cannot pull at once: it is not waited for, nor counted in the budget
+        wait_for(lambda: not {p["metadata"]["name"] for p in _workers(kube, pool_ns)} & set(broken), timeout=60,
+                 interval=0.5, what="the pod that cannot pull its image replaced")
+        replaced_at.append(time.monotonic())
     result, recovered = _fault_under_job(kube, node, pool_ns, "fault-image", bad_roll_and_back, rounds=60,
                                          pause=1.0)
     pods = wait_for(lambda: (lambda ps: ps if ps and all(p["spec"]["containers"][0]["image"] == good
                                                          for p in ps) else None)(pool_ready(kube, pool_ns, POOL, 2)()),
                     timeout=120, interval=1, what="the rollback: 2 Ready workers of the good image")
     rolled_back = time.monotonic() - fixed_at[0]
-    assert len(pods) == 2
-    assert rolled_back < 120, f"the rollback took {rolled_back:.0f}s after the fix"
-    print(f"\nFAULT roll to a missing image and back: 2 Ready workers of the good image {rolled_back:.1f}s after "
-          f"the fix; the rollout never stopped (first batch after the bad roll began {recovered:.1f}s)")
+    assert len(broken) == 1 and len(pods) == 2
+    print(f"\nFAULT roll to a missing image and back: the broken pod replaced {replaced_at[0] - fixed_at[0]:.1f}s "
+          f"after the fix, 2 Ready workers of the good image {rolled_back:.1f}s after it (the new worker's "
+          f"start-up); the rollout never stopped (first batch after the bad roll began {recovered:.1f}s)")
 
 
 def test_a_missing_image_shows_in_the_pool_status(kube, node, incluster_operator, rns):
