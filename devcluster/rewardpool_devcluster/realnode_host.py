@@ -136,6 +136,13 @@ def cgroup_controllers() -> list[Path]:
             and p.name != "unified"]
 
 
+def cgroup_hierarchies() -> list[Path]:
+    """Where the node's cgroups can be: every v1 controller, and on a hybrid host the unified (v2) hierarchy,
+    in which runc and the kubelet make the pods' cgroups too (we create none there)."""
+    unified = Path("/sys/fs/cgroup/unified")
+    return cgroup_controllers() + ([unified] if unified.is_dir() else [])
+
+
 def create_cgroups(cgroup_root: str) -> None:
     for ctl in cgroup_controllers():
         d = ctl / cgroup_root.lstrip("/")

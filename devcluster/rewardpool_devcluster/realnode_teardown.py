@@ -22,7 +22,7 @@ from typing import Callable
 
 from .cluster import _alive
 from .realnode_config import cgroup_root, ctr_argv
-from .realnode_host import cgroup_controllers, release, restore_sysctls
+from .realnode_host import cgroup_hierarchies, release, restore_sysctls
 
 log = logging.getLogger("rewardpool.devcluster")
 
@@ -121,7 +121,7 @@ def _stop_leftovers(cd: Path, key: str) -> list[str]:
                 killed.append(f"shim {p.name}")
             except ProcessLookupError:
                 pass
-    for ctl in cgroup_controllers():
+    for ctl in cgroup_hierarchies():
         root = ctl / cgroup_root(key).lstrip("/")
         if root.is_dir():  # one controller's tree holds every process of the node
             for procs in root.rglob("cgroup.procs"):
@@ -139,7 +139,7 @@ def _cleanup(workdir: Path, key: str) -> None:
     """Unmount everything under the workdir (deepest first), remove the node's cgroups, CNI state and links,
     and containerd's empty run folders."""
     _unmount_under(workdir)
-    for ctl in cgroup_controllers():
+    for ctl in cgroup_hierarchies():
         root = ctl / cgroup_root(key).lstrip("/")
         if root.is_dir():
             for d in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):

@@ -24,8 +24,14 @@ def node(tmp_path_factory):
     n = RealNode.create(tmp_path_factory.mktemp("realnode"), kwok_nodes=default_nodes())
     yield n
     n.stop()
-    # the host-wide sysctls the kubelet rewrote are back
+    # the host-wide sysctls the kubelet rewrote are back, and no cgroup of the node is left in any hierarchy
     assert {k: sysctl(k) for k in SYSCTLS} == host_before
+    from rewardpool_devcluster.realnode_config import cgroup_root
+    from rewardpool_devcluster.realnode_host import cgroup_hierarchies
+
+    left = [str(h / cgroup_root(n.key).lstrip("/")) for h in cgroup_hierarchies()
+            if (h / cgroup_root(n.key).lstrip("/")).exists()]
+    assert not left, f"cgroups left after the node stopped: {left}"
 
 
 class Kube:

@@ -41,6 +41,6 @@ def test_a_kubelet_that_does_not_start_is_named_with_its_log_and_nothing_is_left
         assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower(), name
     assert not [ln for ln in Path("/proc/self/mountinfo").read_text().splitlines() if str(work) in ln]
     assert not any(Path(c).joinpath(f"rewardpool-{realnode_host.netns_name()}").exists()
-                   for c in realnode_host.cgroup_controllers())
+                   for c in realnode_host.cgroup_hierarchies())
     assert not (realnode_host.node_cache() / "owner.json").exists()
     assert subprocess.run(["ip", "link", "show", "rnhost0"], capture_output=True).returncode != 0  # links gone
