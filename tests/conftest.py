@@ -126,7 +126,8 @@ def ray_cluster():
 
     repo = str(__import__("pathlib").Path(__file__).resolve().parents[2])
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))
-    ray.init(num_cpus=4, object_store_memory=256 << 20, include_dashboard=False, namespace="rewardpool",
-             log_to_driver=False)
+    # address="local": a new instance even when /tmp/ray names another cluster (a `ray start` left behind)
+    ray.init(address="local", num_cpus=4, object_store_memory=256 << 20, include_dashboard=False,
+             namespace="rewardpool", log_to_driver=False)
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
