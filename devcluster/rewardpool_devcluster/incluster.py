@@ -108,7 +108,7 @@ def real_node_pool(name: str, namespace: str, image: str, *, replicas: int = 2, 
 def rollout_job_objects(name: str, namespace: str, image: str, pool: str, *, samples: int = 16, frames: int = 9,
                         height: int = 64, width: int = 96, batch: int = 4, rounds: int = 1, pause: float = 0.0,
                         attachment: str | None = None, infra_ns: str = INFRA_NS, scale: float = 1.0,
-                        pattern: str = "uniform") -> list[dict]:
+                        pattern: str = "uniform", hold: float = 0.0) -> list[dict]:
     """A ConfigMap holding rollout_job.py and a Job running it on the real node (a training job's reward step)."""
     from pathlib import Path
 
@@ -116,7 +116,7 @@ def rollout_job_objects(name: str, namespace: str, image: str, pool: str, *, sam
     args = [pool, namespace, f"--master=mooncake-master.{infra_ns}.svc.cluster.local:{MASTER_PORT}",
             f"--ray=ray-head.{infra_ns}.svc.cluster.local:{RAY_PORT}", f"--samples={samples}",
             f"--frames={frames}", f"--height={height}", f"--width={width}", f"--batch={batch}",
-            f"--rounds={rounds}", f"--pause={pause}", f"--scale={scale}", f"--pattern={pattern}"]
+            f"--rounds={rounds}", f"--pause={pause}", f"--scale={scale}", f"--pattern={pattern}", f"--hold={hold}"]
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-script", "namespace": namespace},
           "data": {"rollout_job.py": script}}
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace},

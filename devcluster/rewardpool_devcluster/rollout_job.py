@@ -67,6 +67,8 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--pause", type=float, default=0.0, help="seconds between rounds (scale-in tests)")
+    ap.add_argument("--hold", type=float, default=0.0,
+                    help="seconds each round's outputs wait in the store before they are scored (fault tests)")
     ap.add_argument("--scale", type=float, default=1.0, help="brightness of the videos (1: uniform in 0..255)")
     ap.add_argument("--pattern", choices=["uniform", "last-frame"], default="uniform")
     ap.add_argument("--fault-seconds", type=float, default=300.0,
@@ -85,13 +87,13 @@ def main() -> int:
     from rewardpool_worker.store import Store
 
     from rewardpool_worker.errors import PoolUnavailable, SampleError
-    from rewardpool_worker.store import (MasterUnreachable, ObjectNotFound, ReplicaNotReady, StoreError,
-                                         TransferFailed)
+    from rewardpool_worker.store import StoreError
 
     # What a training job does when its infrastructure has a fault mid-rollout: it still holds the outputs it
     # generated, so an output the store lost (a master restart forgets every object) is put again, and a
-    # sample the pool could not score (recovering from a Ray head restart) is asked for again.
-    again_causes = (ObjectNotFound, ReplicaNotReady, MasterUnreachable, TransferFailed, PoolUnavailable)
+    # sample the pool could not score (recovering from a Ray head restart) is asked for again: any store
+    # error (ObjectNotFound, ReplicaNotReady, MasterUnreachable, TransferFailed, ...) or PoolUnavailable.
+    again_causes = (StoreError, PoolUnavailable)
 
     t0 = time.monotonic()
     join_ray(args.ray, os.environ["POD_IP"])
@@ -162,6 +164,8 @@ def main() -> int:
             name = f"{args.namespace}/{args.pool}/r{r}/s{i}"
             items.append((name, video, put(name, video)))
         releaser.expect([ref for _, _, ref in items])
+        if args.hold:  # the round's outputs wait in the store before they are scored (a fault finds them there)
+            time.sleep(args.hold)
         batches = [items[i:i + args.batch] for i in range(0, len(items), args.batch)]
         t = time.monotonic()
         with ThreadPoolExecutor(len(batches)) as ex:

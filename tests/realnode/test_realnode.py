@@ -197,11 +197,11 @@ def test_scale_in_drains_a_real_pod_and_loses_nothing(kube, node, pool, pool_ns)
 FAULT_SAMPLES = 8
 
 
-def _fault_under_job(kube, node, ns, name, fault, *, rounds, pause=0.0):
+def _fault_under_job(kube, node, ns, name, fault, *, rounds, pause=0.0, hold=0.0):
     """Run a rollout job, inject `fault` once its first round is scored, and check the job's outcome: every
     output scored exactly once, each released once after its reward, nothing left in the store. Returns the
     job's result and the time to recover: from the fault to the first batch scored after it."""
-    _start_job(kube, node, ns, name, samples=FAULT_SAMPLES, batch=2, rounds=rounds, pause=pause)
+    _start_job(kube, node, ns, name, samples=FAULT_SAMPLES, batch=2, rounds=rounds, pause=pause, hold=hold)
     wait_for(lambda: "ROUND 0 scored" in kube("logs", "-n", ns, f"job/{name}", check=False).stdout,
              timeout=240, interval=1, what=f"{name}'s first round scored")
     t_fault = time.time()
@@ -227,7 +227,9 @@ def test_a_store_master_restart_under_a_rollout_loses_nothing(kube, node, pool, 
     def restart_master():
         kube("delete", "pod", "-n", infra, "-l", "app.kubernetes.io/name=mooncake-master", "--wait=false",
              "--grace-period=1")
-    result, recovered = _fault_under_job(kube, node, pool_ns, "fault-master", restart_master, rounds=60, pause=1.0)
+    # each round's outputs wait a second in the store before they are scored: the restart finds some there
+    # (with the store empty between rounds it could fall in a gap and touch nothing)
+    result, recovered = _fault_under_job(kube, node, pool_ns, "fault-master", restart_master, rounds=60, hold=1.0)
     assert result["asked_again"] + result["put_retries"] + result["store_outages"] > 0, \
         f"the restart did not reach the rollout: {result}"
     wait_for(pool_ready(kube, pool_ns, POOL, 2), timeout=240, interval=1, what="2 Ready workers after the restart")
