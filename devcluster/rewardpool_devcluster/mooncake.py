@@ -17,6 +17,20 @@ os.environ.setdefault("MC_TCP_BIND_ADDRESS", "127.0.0.1")
 os.environ.setdefault("MC_STORE_CLIENT_SETUP_RETRIES", "1")
 
 
+def _wait_healthy(what: str, proc: subprocess.Popen, log: Path, url: str, timeout: float = 20) -> None:
+    """Until `url` answers; fails with the log's tail if the process exits first or the time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            return
+        except Exception:
+            if proc.poll() is not None:
+                break
+            time.sleep(0.2)
+    raise RuntimeError(f"{what} did not start; log:\n{log.read_text()[-2000:]}")
+
+
 class Master:
     """One mooncake_master. With `ha_etcd` (an etcd's host:port) it runs highly available: masters sharing that
     etcd elect one leader, replicate object metadata through the op log, and clients find the leader through
@@ -33,16 +47,7 @@ class Master:
              "--metrics_host=127.0.0.1", f"--metrics_port={self.metrics_port}",
              f"--default_kv_lease_ttl={lease_ms}", "--client_ttl=3", *ha],
             stdout=open(self.log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/health", timeout=1)
-                return
-            except Exception:
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.2)
-        raise RuntimeError(f"mooncake_master did not start; log:\n{self.log.read_text()[-2000:]}")
+        _wait_healthy("mooncake_master", self.proc, self.log, f"http://127.0.0.1:{self.metrics_port}/health")
 
     def health(self) -> dict:
         """The master's own view: {"role": "leader" | "standby", "service_ready": ..., "leader_address": ...}."""
@@ -97,16 +102,7 @@ class Etcd:
              f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
              f"--initial-cluster=default=http://127.0.0.1:{peer}"],
             stdout=open(self.log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=1)
-                return
-            except Exception:
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.2)
-        raise RuntimeError(f"etcd did not start; log:\n{self.log.read_text()[-2000:]}")
+        _wait_healthy("etcd", self.proc, self.log, f"http://127.0.0.1:{self.port}/health")
 
     @property
     def endpoint(self) -> str:
