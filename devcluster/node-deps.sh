@@ -4,11 +4,12 @@
 #   buildah, mmdebstrap, fuse-overlayfs, uidmap      images from the Dockerfile, no daemon, no registry
 #   iptables, conntrack                              kube-proxy (Services) and the kubelet's own chains
 #   gcc, libc6-dev                                   the pause image (k8s' pause.c, static)
+#   redis-server                                     the Ray head's external GCS store (GCS fault tolerance)
 #   (the linter) shellcheck                          the suite's static check of these scripts
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 pkgs=(containerd runc containernetworking-plugins buildah mmdebstrap fuse-overlayfs uidmap iptables conntrack gcc
-      libc6-dev shellcheck)
+      libc6-dev redis-server shellcheck)
 missing=()
 for p in "${pkgs[@]}"; do dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
