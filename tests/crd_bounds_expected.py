@@ -217,6 +217,8 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
  'spec.autoscaling.scaleUp.periodSeconds:maximum': 1800,
  'spec.drainTimeoutSeconds:minimum': 0,
  'spec.progressDeadlineSeconds:minimum': 1,
+ 'spec.ray.gcsFaultTolerance.reconnectTimeoutSeconds:maximum': 86400,
+ 'spec.ray.gcsFaultTolerance.reconnectTimeoutSeconds:minimum': 10,
  'spec.podSecurity:enum': ['baseline', 'restricted'],
  "spec.podTemplate.metadata.labels:cel[self.all(k, !k.startsWith('rewardpool.io/') && k != 'app.kubernetes.io/component')]": 'podTemplate '
                                                                                                                              'labels '

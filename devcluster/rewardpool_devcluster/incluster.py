@@ -11,6 +11,8 @@ from __future__ import annotations
 import copy
 import json
 
+from rewardpool_worker.contract import RAY_GCS_RECONNECT_ENV
+
 from .realnode_config import NODE_LABEL, TOLERATION
 
 INFRA_NS = "rewardpool"
@@ -54,14 +56,25 @@ def infra_objects(worker_image: str, ns: str = INFRA_NS) -> list[dict]:
          "--enable_http_metadata_server=false", "--metrics_host=0.0.0.0", f"--metrics_port={MASTER_METRICS_PORT}",
          "--default_kv_lease_ttl=10000", "--client_ttl=5"],
         mports, "512Mi", {"httpGet": {"path": "/health", "port": "metrics"}, "periodSeconds": 1})
+    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+            master, _service("mooncake-master", ns, mports), *ray_head_objects("ray-head", worker_image, ns)]
+
+
+def ray_head_objects(name: str, worker_image: str, ns: str = INFRA_NS, redis: str | None = None) -> list[dict]:
+    """A Ray head (Deployment + Service). With `redis` (host:port) its GCS is fault tolerant, as KubeRay's
+    gcsFaultToleranceOptions makes it: the GCS keeps its tables in that Redis, under a namespace that stays the
+    same across restarts, so a new head pod reloads the actors, their names and the nodes."""
     rports = [{"name": "gcs", "containerPort": RAY_PORT}]
-    ray_head = _deployment(
-        "ray-head", ns, worker_image,
+    head = _deployment(
+        name, ns, worker_image,
         ["sh", "-c", f"exec ray start --head --block --port={RAY_PORT} --node-ip-address=$POD_IP --num-cpus=0 "
                      "--include-dashboard=false --disable-usage-stats --object-store-memory=134217728"],
         rports, "1536Mi", {"tcpSocket": {"port": "gcs"}, "periodSeconds": 1})
-    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
-            master, _service("mooncake-master", ns, mports), ray_head, _service("ray-head", ns, rports)]
+    if redis:
+        head["spec"]["template"]["spec"]["containers"][0]["env"] += [
+            {"name": "RAY_REDIS_ADDRESS", "value": redis},
+            {"name": "RAY_external_storage_namespace", "value": f"{ns}-{name}"}]
+    return [head, _service(name, ns, rports)]
 
 
 MODELS_DIR = "/models"  # where a pool's model volume is mounted in the worker container
@@ -70,10 +83,12 @@ MODELS_DIR = "/models"  # where a pool's model volume is mounted in the worker c
 def real_node_pool(name: str, namespace: str, image: str, *, replicas: int = 2, attachment: str | None = None,
                    infra_ns: str = INFRA_NS, samples: int = 8, output_bytes: str = "4M",
                    drain_timeout: int = 120, cpu: str = "500m", scorer: dict | None = None,
-                   frames_per_sample: int | None = None, model_claim: str | None = None) -> dict:
+                   frames_per_sample: int | None = None, model_claim: str | None = None,
+                   ray_head: str = "ray-head", gcs_reconnect: int | None = None) -> dict:
     """A RewardPool whose workers run on the real node: selected by its label, tolerating its taint, tcp store
     (the node is labelled RDMA-capable for placement but has no RDMA device); the mean-intensity scorer unless
-    `scorer` says otherwise. `model_claim`: a PersistentVolumeClaim mounted read-only at MODELS_DIR."""
+    `scorer` says otherwise. `model_claim`: a PersistentVolumeClaim mounted read-only at MODELS_DIR.
+    `gcs_reconnect`: the Ray head's GCS is fault tolerant (spec.ray.gcsFaultTolerance with this timeout)."""
     spec = {
         "replicas": replicas, "image": image,
         "scorer": scorer or {"name": "mean-intensity", "numFrames": 4, "batchSize": 4, "modelMemory": "64Mi"},
@@ -85,7 +100,8 @@ def real_node_pool(name: str, namespace: str, image: str, *, replicas: int = 2, 
                    "highWatermark": 0.9},
         "placement": {"rdmaNodeSelector": {"feature.node.kubernetes.io/rdma.capable": "true", NODE_LABEL: "real"},
                       "rdmaResource": {"count": 0}, "tolerations": [TOLERATION]},
-        "ray": {"address": f"ray-head.{infra_ns}.svc.cluster.local:{RAY_PORT}", "namespace": "rewardpool"},
+        "ray": {"address": f"{ray_head}.{infra_ns}.svc.cluster.local:{RAY_PORT}", "namespace": "rewardpool",
+                **({"gcsFaultTolerance": {"reconnectTimeoutSeconds": gcs_reconnect}} if gcs_reconnect else {})},
         "drainTimeoutSeconds": drain_timeout,
         # two workers and the infrastructure share a 2-core node: half a core each (the request is also the
         # container's CPU weight under contention: 100m made `ray start` take a minute), no CPU limit
@@ -108,13 +124,15 @@ def real_node_pool(name: str, namespace: str, image: str, *, replicas: int = 2, 
 def rollout_job_objects(name: str, namespace: str, image: str, pool: str, *, samples: int = 16, frames: int = 9,
                         height: int = 64, width: int = 96, batch: int = 4, rounds: int = 1, pause: float = 0.0,
                         attachment: str | None = None, infra_ns: str = INFRA_NS, scale: float = 1.0,
-                        pattern: str = "uniform", hold: float = 0.0) -> list[dict]:
-    """A ConfigMap holding rollout_job.py and a Job running it on the real node (a training job's reward step)."""
+                        pattern: str = "uniform", hold: float = 0.0, ray_head: str = "ray-head",
+                        gcs_reconnect: int | None = None) -> list[dict]:
+    """A ConfigMap holding rollout_job.py and a Job running it on the real node (a training job's reward step).
+    `gcs_reconnect`: its Ray node and driver wait that long for an unreachable GCS (a fault-tolerant head)."""
     from pathlib import Path
 
     script = (Path(__file__).with_name("rollout_job.py")).read_text()
     args = [pool, namespace, f"--master=mooncake-master.{infra_ns}.svc.cluster.local:{MASTER_PORT}",
-            f"--ray=ray-head.{infra_ns}.svc.cluster.local:{RAY_PORT}", f"--samples={samples}",
+            f"--ray={ray_head}.{infra_ns}.svc.cluster.local:{RAY_PORT}", f"--samples={samples}",
             f"--frames={frames}", f"--height={height}", f"--width={width}", f"--batch={batch}",
             f"--rounds={rounds}", f"--pause={pause}", f"--scale={scale}", f"--pattern={pattern}", f"--hold={hold}"]
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-script", "namespace": namespace},
@@ -127,7 +145,9 @@ def rollout_job_objects(name: str, namespace: str, image: str, pool: str, *, sam
                "automountServiceAccountToken": False,
                "containers": [{"name": "rollout", "image": image, "imagePullPolicy": "IfNotPresent",
                                "command": ["python3", "/job/rollout_job.py", *args],
-                               "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+                               "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                                       *([{"name": RAY_GCS_RECONNECT_ENV, "value": str(gcs_reconnect)}]
+                                         if gcs_reconnect else [])],
                                "resources": {"requests": {"cpu": "100m", "memory": "1536Mi"},
                                              "limits": {"memory": "1536Mi"}},
                                "volumeMounts": [{"name": "script", "mountPath": "/job"},

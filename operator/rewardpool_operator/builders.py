@@ -155,7 +155,9 @@ def worker_config(pool: Pool, sizing: SizingResult) -> WorkerConfig:
                           local_buffer_bytes=sizing.local_buffer_bytes),
         scorer=scorer_config(sc, sc),
         scorers=[scorer_config(c, sc) for c in pool.spec.scorers or []],
-        ray=RayConfig(address=pool.spec.ray.address, namespace=pool.spec.ray.namespace),
+        ray=RayConfig(address=pool.spec.ray.address, namespace=pool.spec.ray.namespace,
+                      gcs_reconnect_seconds=ft.reconnectTimeoutSeconds if (ft := pool.spec.ray.gcsFaultTolerance)
+                      else None),
         # Registered up front (the registration is the slow part of an RDMA read) and never past the cap.
         read_buffer_bytes=sizing.read_buffer_bytes,
         read_buffer_max_bytes=sizing.read_buffer_bytes,

@@ -109,9 +109,14 @@ class Network(_M):
     attachment: str | None = None
 
 
+class GcsFaultTolerance(_M):
+    reconnectTimeoutSeconds: int = Field(default=600, ge=10, le=86400)
+
+
 class Ray(_M):
     address: str | None = None
     namespace: str = "rewardpool"
+    gcsFaultTolerance: GcsFaultTolerance | None = None
 
 
 class ScaleUp(_M):

@@ -51,6 +51,10 @@ INVALID = [
     (with_spec("store.master", "etcd://"), ["spec.store.master", "should match"]),
     (with_spec("store.master", "etcd://e1:2379;"), ["spec.store.master", "should match"]),
     (with_spec("store.master", "http://mc:50051"), ["spec.store.master", "should match"]),
+    (with_spec("ray.gcsFaultTolerance", {"reconnectTimeoutSeconds": 5}),
+     ["spec.ray.gcsFaultTolerance.reconnectTimeoutSeconds", "greater than or equal to 10"]),
+    (with_spec("ray.gcsFaultTolerance", True), ["spec.ray.gcsFaultTolerance", "must be of type object"]),
+    (with_spec("ray", {"gcsFaultTolerance": {}}), ["spec.ray.gcsFaultTolerance", "set ray.address"]),
     (with_spec("store.segmentSize", "lots"), ["spec.store.segmentSize", "should match"]),
     (with_spec("store.localBufferSize", "1 GB"), ["spec.store.localBufferSize", "should match"]),
     (with_spec("sizing", None, drop=True), ["spec.store.segmentSize", "computed from spec.sizing"]),
@@ -138,6 +142,18 @@ def test_a_plain_or_highly_available_store_master_is_admitted(chart, api, ns, ma
     made = client.CustomObjectsApi(api).create_namespaced_custom_object(
         "rewardpool.io", "v1alpha1", ns, "rewardpools", obj)
     assert made["spec"]["store"]["master"] == master
+
+
+def test_gcs_fault_tolerance_is_admitted_with_kuberays_default_timeout(chart, api, ns):
+    obj = copy.deepcopy(VALID)
+    obj["metadata"] = {"name": "gcs-ft"}
+    obj["spec"]["ray"] = {"address": "ray-head.ray.svc:6379", "gcsFaultTolerance": {}}
+    made = client.CustomObjectsApi(api).create_namespaced_custom_object(
+        "rewardpool.io", "v1alpha1", ns, "rewardpools", obj)
+    assert made["spec"]["ray"]["gcsFaultTolerance"] == {"reconnectTimeoutSeconds": 600}
+    assert "gcsFaultTolerance" not in client.CustomObjectsApi(api).create_namespaced_custom_object(
+        "rewardpool.io", "v1alpha1", ns, "rewardpools", {**copy.deepcopy(VALID), "metadata": {"name": "no-ft"}}
+    )["spec"]["ray"]
 
 
 def test_kubectl_explain_describes_the_store(chart):

@@ -121,3 +121,49 @@ def run_job(kube, node, ns, name, pool, timeout=300, **kw):
     assert st.get("succeeded"), f"rollout job {name} did not succeed ({st}); log tail:\n{logs}"
     from rewardpool_devcluster.incluster import job_result
     return job_result(logs)
+
+
+def start_job(kube, node, ns, name, pool, **kw):
+    """Start the rollout job against `pool` (store traffic on the namespace's macvlan attachment); returns
+    once its pod runs."""
+    from rewardpool_devcluster.incluster import rollout_job_objects
+
+    kube.apply(rollout_job_objects(name, ns, node.images.worker, pool, attachment=f"{ns}/macvlan-store", **kw))
+    wait_for(lambda: any(p["status"].get("phase") == "Running" for p in kube.pods(ns, f"job-name={name}")),
+             timeout=120, what=f"job {name} running")
+
+
+def job_result_of(kube, ns, name, timeout=400):
+    """Wait for a started rollout job to finish; its JSON result (fails with its log unless it succeeded)."""
+    def done():
+        st = kube.json("job", "-n", ns, name).get("status", {})
+        return st if (st.get("succeeded") or st.get("failed")) else None
+    st = wait_for(done, timeout=timeout, interval=1, what=f"job {name} finished")
+    logs = kube("logs", "-n", ns, f"job/{name}", "--tail=200", check=False).stdout
+    assert st.get("succeeded"), f"job {name} failed ({st}); log tail:\n{logs}"
+    from rewardpool_devcluster.incluster import job_result
+    return job_result(logs)
+
+
+FAULT_SAMPLES = 8
+
+
+def fault_under_job(kube, node, ns, name, pool, fault, *, rounds, pause=0.0, hold=0.0, **job):
+    """Run a rollout job, inject `fault` once its first round is scored, and check the job's outcome: every
+    output scored exactly once, each released once after its reward, nothing left in the store. Returns the
+    job's result and the time to recover: from the fault to the first batch scored after it."""
+    start_job(kube, node, ns, name, pool, samples=FAULT_SAMPLES, batch=2, rounds=rounds, pause=pause, hold=hold,
+              **job)
+    wait_for(lambda: "ROUND 0 scored" in kube("logs", "-n", ns, f"job/{name}", check=False).stdout,
+             timeout=240, interval=1, what=f"{name}'s first round scored")
+    t_fault = time.time()
+    fault()
+    result = job_result_of(kube, ns, name, timeout=900)
+    n = FAULT_SAMPLES * rounds
+    assert result["scored"] == n and result["left"] == 0 and result["pending"] == 0, result
+    # every output put was released once (the scored ones after their reward, the lost ones through failed());
+    # a release fails only where the store had already forgotten the output (a master restart)
+    assert result["released"] + result["release_failures"] == n + result["asked_again"], result
+    after = [t for t in result["scored_at"] if t > t_fault]
+    assert after, f"no batch scored after the fault: {result}"
+    return result, min(after) - t_fault

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tests.conftest import wait_for
-from tests.realnode.conftest import pool_ready, run_job
+from tests.realnode.conftest import fault_under_job, job_result_of, pool_ready, run_job, start_job
 
 POOL = "rn"
 IPC_LOCK_BIT = 14
@@ -127,22 +127,7 @@ def _workers(kube, ns):
 
 
 def _start_job(kube, node, ns, name, **kw):
-    from rewardpool_devcluster.incluster import rollout_job_objects
-
-    kube.apply(rollout_job_objects(name, ns, node.images.worker, POOL, attachment=f"{ns}/macvlan-store", **kw))
-    wait_for(lambda: any(p["status"].get("phase") == "Running" for p in kube.pods(ns, f"job-name={name}")),
-             timeout=120, what=f"job {name} running")
-
-
-def _job_result(kube, ns, name, timeout=400):
-    def done():
-        st = kube.json("job", "-n", ns, name).get("status", {})
-        return st if (st.get("succeeded") or st.get("failed")) else None
-    st = wait_for(done, timeout=timeout, interval=1, what=f"job {name} finished")
-    logs = kube("logs", "-n", ns, f"job/{name}", "--tail=200", check=False).stdout
-    assert st.get("succeeded"), f"job {name} failed ({st}); log tail:\n{logs}"
-    from rewardpool_devcluster.incluster import job_result
-    return job_result(logs)
+    start_job(kube, node, ns, name, POOL, **kw)
 
 
 def test_a_crashed_worker_container_restarts_and_nothing_is_lost(kube, node, pool, pool_ns):
@@ -152,7 +137,7 @@ def test_a_crashed_worker_container_restarts_and_nothing_is_lost(kube, node, poo
     cid = victim["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
     _start_job(kube, node, pool_ns, "rollout-crash", samples=8, batch=2, rounds=8, pause=0.5)
     node.ctr("tasks", "kill", "-s", "KILL", cid)  # the worker process dies (a crash), not a graceful stop
-    result = _job_result(kube, pool_ns, "rollout-crash")
+    result = job_result_of(kube, pool_ns, "rollout-crash")
     assert result["scored"] == 64 and result["released"] == 64 and result["left"] == 0, result
     # the kubelet restarted the container in the same pod, and it is Ready again
     wait_for(lambda: (lambda p: p["status"]["containerStatuses"][0]["restartCount"] > restarts
@@ -161,8 +146,10 @@ def test_a_crashed_worker_container_restarts_and_nothing_is_lost(kube, node, poo
     wait_for(pool_ready(kube, pool_ns, POOL, 2), timeout=240, interval=1, what="the pool back to 2 Ready workers")
 
 
-def test_operator_pod_deleted_mid_reconcile_a_new_one_takes_over_without_duplicates(kube, pool, pool_ns):
+def test_operator_pod_deleted_mid_reconcile_a_new_one_takes_over_without_duplicates(kube, node, pool, pool_ns):
+    """Under a running rollout job: the operator is not on the data path, so the job scores on through it."""
     old = kube.pods("rewardpool-system", "app.kubernetes.io/name=rewardpool-operator")[0]["metadata"]["name"]
+    _start_job(kube, node, pool_ns, "rollout-operator", samples=8, batch=2, rounds=10, pause=0.5)
     kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p", '{"spec":{"replicas":3}}')
     kube("delete", "pod", "-n", "rewardpool-system", old, "--wait=false")
 
@@ -177,6 +164,8 @@ def test_operator_pod_deleted_mid_reconcile_a_new_one_takes_over_without_duplica
     for _ in range(10):
         assert len(_workers(kube, pool_ns)) == 3
         time.sleep(1)
+    result = job_result_of(kube, pool_ns, "rollout-operator")
+    assert result["scored"] == 80 and result["released"] == 80 and result["left"] == 0, result
 
 
 def test_scale_in_drains_a_real_pod_and_loses_nothing(kube, node, pool, pool_ns):
@@ -184,7 +173,7 @@ def test_scale_in_drains_a_real_pod_and_loses_nothing(kube, node, pool, pool_ns)
     assert len(before) == 3
     _start_job(kube, node, pool_ns, "rollout-scalein", samples=8, batch=2, rounds=10, pause=0.5)
     kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p", '{"spec":{"replicas":2}}')
-    result = _job_result(kube, pool_ns, "rollout-scalein")
+    result = job_result_of(kube, pool_ns, "rollout-scalein")
     assert result["scored"] == 80 and result["released"] == 80 and result["left"] == 0, result
     after = wait_for(pool_ready(kube, pool_ns, POOL, 2), timeout=400, interval=1, what="2 workers after scale-in")
     gone = before - {p["metadata"]["name"] for p in after}
@@ -194,27 +183,8 @@ def test_scale_in_drains_a_real_pod_and_loses_nothing(kube, node, pool, pool_ns)
     assert any(g in ev for g in gone)
 
 
-FAULT_SAMPLES = 8
-
-
-def _fault_under_job(kube, node, ns, name, fault, *, rounds, pause=0.0, hold=0.0):
-    """Run a rollout job, inject `fault` once its first round is scored, and check the job's outcome: every
-    output scored exactly once, each released once after its reward, nothing left in the store. Returns the
-    job's result and the time to recover: from the fault to the first batch scored after it."""
-    _start_job(kube, node, ns, name, samples=FAULT_SAMPLES, batch=2, rounds=rounds, pause=pause, hold=hold)
-    wait_for(lambda: "ROUND 0 scored" in kube("logs", "-n", ns, f"job/{name}", check=False).stdout,
-             timeout=240, interval=1, what=f"{name}'s first round scored")
-    t_fault = time.time()
-    fault()
-    result = _job_result(kube, ns, name, timeout=900)
-    n = FAULT_SAMPLES * rounds
-    assert result["scored"] == n and result["left"] == 0 and result["pending"] == 0, result
-    # every output put was released once (the scored ones after their reward, the lost ones through failed());
-    # a release fails only where the store had already forgotten the output (a master restart)
-    assert result["released"] + result["release_failures"] == n + result["asked_again"], result
-    after = [t for t in result["scored_at"] if t > t_fault]
-    assert after, f"no batch scored after the fault: {result}"
-    return result, min(after) - t_fault
+def _fault_under_job(kube, node, ns, name, fault, **kw):
+    return fault_under_job(kube, node, ns, name, POOL, fault, **kw)
 
 
 def _pool_cond(kube, ns, kind):
@@ -379,7 +349,7 @@ def test_a_ray_head_restart_takes_the_pool_out_of_ready_and_it_heals(kube, node,
     wait_for(healed, timeout=300, interval=1, what="both workers restarted into the new Ray cluster, Ready")
     back_at = time.monotonic() - t0
     _start_job(kube, node, pool_ns, "rollout-after-head", samples=8, batch=2, rounds=2, pause=0.2)
-    result = _job_result(kube, pool_ns, "rollout-after-head")
+    result = job_result_of(kube, pool_ns, "rollout-after-head")
     assert result["scored"] == 16 and result["released"] == 16 and result["left"] == 0, result
     print(f"\nRay head restart: pool out of Ready after {out_at:.0f}s ({down['message']}), Ready again after "
           f"{back_at:.0f}s, scoring again after {time.monotonic() - t0:.0f}s")

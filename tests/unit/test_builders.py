@@ -58,6 +58,19 @@ def test_worker_config_round_trips_through_the_contract():
     assert {"POD_NAME", "POD_NAMESPACE", "POD_IP"} <= env.keys()
 
 
+def test_gcs_fault_tolerance_reaches_the_worker_config_and_rolls_the_pods_but_not_the_scorer_version():
+    ray = {"address": "ray-head.ray.svc:6379"}
+    plain, ft = pool(ray=ray), pool(ray={**ray, "gcsFaultTolerance": {}})
+    cfg = lambda p: WorkerConfig.from_json(  # noqa: E731
+        {e["name"]: e.get("value") for e in render(p)[1]["spec"]["containers"][0]["env"]}[ENV_VAR])
+    assert cfg(plain).ray.gcs_reconnect_seconds is None
+    assert cfg(ft).ray.gcs_reconnect_seconds == 600  # the CRD's default, KubeRay's value
+    assert cfg(pool(ray={**ray, "gcsFaultTolerance": {"reconnectTimeoutSeconds": 90}})).ray.gcs_reconnect_seconds == 90
+    # the pods must restart with the new waiting rule (it decides whether a worker exits), scores do not change
+    assert render(plain)[1]["metadata"]["labels"][HASH_LABEL] != render(ft)[1]["metadata"]["labels"][HASH_LABEL]
+    assert builders.scorer_digest(plain) == builders.scorer_digest(ft)
+
+
 def test_gpu_pool_requests_gpus_for_the_container_and_the_ray_actor():
     p = pool(scorer={"name": "pickscore", "numFrames": 8, "device": "cuda", "gpus": 2, "dtype": "bfloat16",
                      "framesPerForward": 16, "modelPath": "/m"})

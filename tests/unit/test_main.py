@@ -106,3 +106,41 @@ def test_a_raylet_that_exited_is_not_a_ray_node_here(monkeypatch, tmp_path):
     s = state()
     s.raylet_gone = True
     assert not s.readiness()[0] and s.liveness()[0]
+
+
+def test_without_gcs_fault_tolerance_an_unanswered_lookup_rejoins_after_the_usual_bound():
+    """A head restarted without fault tolerance is a new cluster: waiting for it gains nothing."""
+    s = state()
+    s.gcs_unanswered, s.registration_error = True, "lookup took over 5s"
+    s.registered_at = time.monotonic() - REJOIN_AFTER_SECONDS - 5
+    assert s.should_rejoin(time.monotonic()) and not s.waiting_for_gcs()
+
+
+def test_with_gcs_fault_tolerance_an_unanswered_gcs_is_waited_for_and_keeps_the_actor():
+    """Fault tolerant (the head reloads the names from Redis): no answer is waited out for the reconnect
+    timeout, not Ready meanwhile and saying why; past it the worker rejoins and in time is not live."""
+    s = state()
+    s.gcs_reconnect_seconds = 600
+    s.gcs_unanswered, s.registration_error = True, "lookup took over 5s"
+    s.registered_at = time.monotonic() - 120
+    ok, fields = s.readiness()
+    assert not ok and "GCS does not answer" in fields["reason"] and "600s" in fields["reason"]
+    assert not s.should_rejoin(time.monotonic()) and s.liveness()[0]
+    s.registered_at = time.monotonic() - 600 - REGISTRATION_STALE_SECONDS
+    assert s.should_rejoin(time.monotonic()) and s.liveness()[0]
+    s.registered_at = time.monotonic() - 600 - REJOIN_AFTER_SECONDS - 10
+    assert not s.liveness()[0]
+    s.registered_at, s.gcs_unanswered = time.monotonic(), False  # the name resolved again
+    assert s.readiness()[0] and not s.should_rejoin(time.monotonic())
+
+
+def test_with_gcs_fault_tolerance_a_name_the_gcs_does_not_know_still_rejoins_soon():
+    """The GCS answered "no such actor" (its Redis was emptied, a different cluster): waiting cannot help."""
+    s = state()
+    s.gcs_reconnect_seconds = 600
+    s.gcs_unanswered, s.registration_error = False, "ValueError: Failed to look up actor"
+    s.registered_at = time.monotonic() - REJOIN_AFTER_SECONDS - 5
+    assert s.should_rejoin(time.monotonic()) and "does not resolve" in s.readiness()[1]["reason"]
+    s.gcs_unanswered, s.raylet_gone = True, True  # the pod's raylet exited: nothing to wait for either
+    s.registered_at = time.monotonic() - 3
+    assert s.should_rejoin(time.monotonic())

@@ -85,3 +85,21 @@ def test_a_version_limits_the_pick_to_its_workers():
     r._members["w0"].draining = True
     assert r.versions() == Counter({"old": 1, "new": 1})  # ready, not draining
     assert not r.eligible(set(), version="gone") and r.eligible(set(), version="old")
+
+
+def test_a_listing_the_gcs_does_not_answer_keeps_the_known_workers(monkeypatch):
+    """A Ray head restarting (GCS fault tolerance): the workers still answer through their handles, so a
+    refresh that cannot list them keeps them; once the listing answers, membership follows it again."""
+    import rewardpool_worker.client.router as rt
+
+    r = router(2)
+
+    def unanswered(**_):
+        raise rt.ray.exceptions.RpcError("failed to connect to the GCS")
+    monkeypatch.setattr(rt.ray.util, "list_named_actors", unanswered)
+    assert r.refresh() == ["w0", "w1"] and r.gcs_unanswered == 1
+    assert r.pick() is not None
+    monkeypatch.setattr(rt.ray.util, "list_named_actors",
+                        lambda **_: [{"namespace": "rewardpool", "name": "rewardpool:t/p:w1"}])
+    r._members = {"rewardpool:t/p:w1": Member("rewardpool:t/p:w1", None)}
+    assert r.refresh() == ["rewardpool:t/p:w1"]

@@ -295,10 +295,18 @@ class ScorerConfig(BaseModel):
         return self.name or (self.cls or "").rpartition(":")[2]
 
 
+# Ray's own setting (read from the environment by the raylet and the worker's core worker): how long a Ray node
+# waits for an unreachable GCS before it exits. Ray's default is 60 s.
+RAY_GCS_RECONNECT_ENV = "RAY_gcs_rpc_server_reconnect_timeout_s"
+
+
 class RayConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     address: str | None = None
     namespace: str = "rewardpool"
+    gcs_reconnect_seconds: int | None = Field(default=None, ge=1, description=(
+        "set when the Ray cluster's GCS is fault tolerant (spec.ray.gcsFaultTolerance): a restarted head keeps "
+        "the actors' names, so the worker waits this long for an unreachable GCS instead of exiting to rejoin"))
 
 
 class WorkerConfig(BaseModel):

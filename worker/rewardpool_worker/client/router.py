@@ -62,13 +62,25 @@ class Router:
         self.served: Counter[str] = Counter()  # batches scored, per worker
         self.retries = 0
         self.store_outages = 0  # batches that waited out a store master that did not answer
+        self.gcs_unanswered = 0  # refreshes the Ray GCS did not answer (the known workers were kept)
 
     # membership -----------------------------------------------------------------------------------------------
     def due(self) -> bool:
         return time.monotonic() - self._refreshed > self.refresh_seconds or not self._members
 
     def refresh(self) -> list[str]:
-        names = sorted(n["name"] for n in ray.util.list_named_actors(all_namespaces=True)
+        try:
+            listed = ray.util.list_named_actors(all_namespaces=True)
+        except Exception as e:  # noqa: BLE001 (RPC errors: the GCS does not answer, a head restarting)
+            # The workers known keep answering through their handles (calls go to them, not through the GCS),
+            # so they stay members until the listing answers again; none known is none (PoolUnavailable).
+            log.warning("cannot list the pool's workers in Ray (%s: %s); keeping the %d known",
+                        type(e).__name__, str(e)[:200], len(self._members))
+            self.gcs_unanswered += 1
+            with self._lock:
+                self._refreshed = time.monotonic()
+                return sorted(self._members)
+        names = sorted(n["name"] for n in listed
                        if n["namespace"] == self.ray_namespace and n["name"].startswith(self.prefix))
         found = {}
         for name in names:

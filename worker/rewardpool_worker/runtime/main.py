@@ -18,7 +18,7 @@ from pathlib import Path
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ..contract import (ANNOTATIONS_FILE, CONTROL_TOKEN_FILE, DRAIN_ANNOTATION, DRAIN_PATH, HEALTH_PATH, METRICS_PATH,
-                     READY_PATH, WorkerConfig, WorkerHealth)
+                     RAY_GCS_RECONNECT_ENV, READY_PATH, WorkerConfig, WorkerHealth)
 from .control import ControlAuth
 from .metrics import WorkerMetrics
 from .network import local_hostname, parse_annotations_file
@@ -35,7 +35,10 @@ STATS_STALE_SECONDS = 60.0
 # REGISTRATION_STALE_SECONDS. Once its own raylet has exited (it does on a new GCS), or past
 # REJOIN_AFTER_SECONDS without its name, it drains and exits, for the kubelet to restart it into the new
 # cluster (faster than waiting for a liveness probe, and it loses nothing: it finishes what it still can, the
-# client retries the rest elsewhere, and outputs stay in the store).
+# client retries the rest elsewhere, and outputs stay in the store). With GCS fault tolerance
+# (RayConfig.gcs_reconnect_seconds) a restarted head reloads the names from its Redis and the raylet waits for
+# it, so a lookup that gets no answer is waited out that long instead (the actor, its model and its buffers
+# are kept); a lookup the GCS answers "no such name" still rejoins after REJOIN_AFTER_SECONDS.
 REGISTRATION_SECONDS = 2.0
 REGISTRATION_TIMEOUT_SECONDS = 5.0
 REGISTRATION_STALE_SECONDS = 10.0
@@ -45,7 +48,9 @@ REJOIN_DRAIN_SECONDS = 30.0
 
 
 class State:
-    def __init__(self):
+    def __init__(self, gcs_reconnect_seconds: float | None = None):
+        self.gcs_reconnect_seconds = gcs_reconnect_seconds  # the GCS is fault tolerant: wait for it this long
+        self.gcs_unanswered = False  # the last failed lookup got no answer (GCS unreachable), not "no such name"
         self.phase = "starting"  # starting -> ready -> draining -> drained; failed
         self.detail: dict = {}
         self.stats: dict = {}
@@ -73,7 +78,7 @@ class State:
         if age > STATS_STALE_SECONDS:
             return False, f"the Ray actor has not answered for {age:.0f}s"
         lost = self.unregistered_for(time.monotonic())
-        if lost > 2 * REJOIN_AFTER_SECONDS:  # the drain-and-exit did not happen: let the kubelet restart it
+        if lost > self.rejoin_after() + REJOIN_AFTER_SECONDS:  # the drain-and-exit did not happen: restart it
             return False, f"the actor's name has not resolved in the Ray cluster for {lost:.0f}s"
         if self.stats.get("wedged"):
             return False, (f"a batch has held the model for {self.stats['model_busy_seconds']:.0f}s, past the "
@@ -104,6 +109,19 @@ class State:
         """Seconds since the actor's name last resolved in the Ray cluster (0 while it does)."""
         return 0.0 if self.registered_at is None else max(now - self.registered_at - REGISTRATION_SECONDS, 0.0)
 
+    def waiting_for_gcs(self) -> bool:
+        """The GCS is fault tolerant and does not answer: a head restarting, which will know the name again."""
+        return self.gcs_reconnect_seconds is not None and self.gcs_unanswered and not self.raylet_gone
+
+    def rejoin_after(self) -> float:
+        """How long the name may fail to resolve before the worker drains and exits to rejoin."""
+        return max(float(self.gcs_reconnect_seconds), REJOIN_AFTER_SECONDS) if self.waiting_for_gcs() \
+            else REJOIN_AFTER_SECONDS
+
+    def should_rejoin(self, now: float) -> bool:
+        return self.phase in ("ready", "draining") and (
+            self.raylet_gone or self.unregistered_for(now) > self.rejoin_after())
+
     def readiness(self) -> tuple[bool, dict]:
         """Ready: started (store connected, buffers registered, model loaded and warmed up), live, taking
         batches, the store's master answered the actor's last probe, and clients can find the actor by its
@@ -115,7 +133,11 @@ class State:
                  and not self.raylet_gone)
         fields = {**self.detail, "phase": self.phase, "live": live, "store": store, "ray_registered": named,
                   "in_flight": self.stats.get("in_flight", 0), "reason": why if not live else None}
-        if live and not named and self.phase == "ready":
+        if live and not named and self.phase == "ready" and self.waiting_for_gcs():
+            fields["reason"] = (f"the Ray GCS does not answer ({self.registration_error or 'no answer'}): "
+                                f"new clients cannot find the actor; waiting up to {self.rejoin_after():.0f}s for "
+                                "the restarted head, which reloads the name (GCS fault tolerance)")
+        elif live and not named and self.phase == "ready":
             fields["reason"] = (f"the actor's name does not resolve in the Ray cluster "
                                 f"({self.registration_error or 'no answer'}): clients cannot find it")
         ok = self.phase == "ready" and live and store and named and bool(self.detail.get("model_loaded")) \
@@ -173,6 +195,8 @@ def connect_ray(cfg: WorkerConfig, node_ip: str) -> None:
     start a private Ray when no address is configured."""
     import ray
 
+    if cfg.ray.gcs_reconnect_seconds:  # the Ray node started below and this process wait that long for the GCS
+        os.environ.setdefault(RAY_GCS_RECONNECT_ENV, str(cfg.ray.gcs_reconnect_seconds))
     kw = {"namespace": cfg.ray.namespace, "log_to_driver": False}
     gpus = cfg.scorer.gpus  # the pod's GPUs, so the actor's num_gpus can be met on this pod's Ray node
     if not cfg.ray.address:
@@ -260,12 +284,17 @@ def watch_registration(state: State, name: str, namespace: str, own_raylet: bool
             try:
                 pool.submit(registered, name, namespace, own_raylet).result(REGISTRATION_TIMEOUT_SECONDS)
                 state.registered_at, state.registration_error = time.monotonic(), None
+                state.gcs_unanswered = False
             except RayletGone as e:
                 state.registration_error, state.raylet_gone = str(e), True
             except concurrent.futures.TimeoutError:
                 state.registration_error = f"lookup took over {REGISTRATION_TIMEOUT_SECONDS:.0f}s"
-            except Exception as e:  # noqa: BLE001 (ValueError: unknown name; RPC errors while the GCS is down)
+                state.gcs_unanswered = True
+            except ValueError as e:  # the GCS answered: no actor of that name
+                state.registration_error, state.gcs_unanswered = f"ValueError: {str(e)[:200]}", False
+            except Exception as e:  # noqa: BLE001 (RPC errors while the GCS is down)
                 state.registration_error = f"{type(e).__name__}: {str(e)[:200]}"
+                state.gcs_unanswered = True
             state.stop.wait(REGISTRATION_SECONDS)
     t = threading.Thread(target=loop, name="registration", daemon=True)
     t.start()
@@ -317,7 +346,7 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
     stats = {"in_flight": 0, "batches": 0}
     while not state.stop.is_set():
         lost = state.unregistered_for(time.monotonic())
-        if state.phase in ("ready", "draining") and (state.raylet_gone or lost > REJOIN_AFTER_SECONDS):
+        if state.should_rejoin(time.monotonic()):
             log.error("clients cannot find this worker's actor in the Ray cluster (%s, for %.0fs): the Ray head "
                       "was restarted or is gone; draining, then exiting for the kubelet to restart this worker "
                       "into the current cluster", state.registration_error, lost)
@@ -377,7 +406,7 @@ def main() -> int:
                         format='{"ts": "%(asctime)s", "level": "%(levelname)s", "logger": "%(name)s", "msg": %(message)r}')
     cfg = WorkerConfig.from_env()
     pod = os.environ.get("POD_NAME") or socket.gethostname()
-    state, metrics = State(), WorkerMetrics(cfg.scorer_label())
+    state, metrics = State(cfg.ray.gcs_reconnect_seconds), WorkerMetrics(cfg.scorer_label())
     auth = ControlAuth(os.environ.get("REWARDPOOL_CONTROL_TOKEN_FILE", CONTROL_TOKEN_FILE))
     serve_http(os.environ.get("REWARDPOOL_HTTP_HOST", "0.0.0.0"), cfg.http_port, state, metrics, auth)
     watch_drain_annotation(state, os.environ.get("REWARDPOOL_ANNOTATIONS_FILE", ANNOTATIONS_FILE))
