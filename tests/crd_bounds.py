@@ -449,6 +449,13 @@ def _container_cel_cases(kind: str) -> dict:
 
 # rule -> list of (accept?, what, manifest, expected substrings when rejected)
 CEL_CASES = {
+    "!has(self.gcsFaultTolerance) || (has(self.address) && self.address != '')": [
+        (False, "ft-no-address", _spec(ray={"gcsFaultTolerance": {}}), ["spec.ray.gcsFaultTolerance", "set ray.address"]),
+        (False, "ft-empty-address", _spec(ray={"address": "", "gcsFaultTolerance": {}}),
+         ["spec.ray.gcsFaultTolerance", "set ray.address"]),
+        (True, "ft-with-address", _spec(ray={"address": "ray-head.ray.svc:6379", "gcsFaultTolerance": {}}), []),
+        (True, "no-ft-no-address", _spec(ray={"namespace": "rewardpool"}), []),
+    ],
     "!has(self.framesPerSample) || !has(self.outputShape) || size(self.outputShape) != 4 || self.outputShape[1] == self.framesPerSample": [
         (False, "frames-disagree", _spec(sizing__framesPerSample=120, sizing__outputShape=[3, 121, 8, 8]),
          ["spec.sizing.framesPerSample", "must equal the frame count F of sizing.outputShape"]),

@@ -60,13 +60,15 @@ def pod(name, hash_="H", ready=True, phase="Running", node_name="n0", drain=None
     return {"metadata": meta, "spec": {"nodeName": node_name}, "status": status}
 
 
-def run_plan(pods, replicas=2, nodes=None, blocking=False, network=NET, health=None, silent=None, used=None, **spec):
+def run_plan(pods, replicas=2, nodes=None, blocking=False, network=NET, health=None, silent=None, used=None,
+             groups=None, old_status=None, **spec):
+    """`groups`: pod IP -> caller groups its worker reports pinned; `old_status`: the pool's last status."""
     p = pool(replicas=replicas, drainTimeoutSeconds=600, **spec)
     s = sizing.compute(p.spec)
     obs = Observed(pods=pods, nodes={n["metadata"]["name"]: n for n in (nodes or [ready_node()])},
-                   signals=Signals(0, 0, None, len(pods)), health=health or {}, segment_used=used or {},
-                   unreachable_for=silent or {}, now=NOW)
-    return plan(p, s, builders.pod_template(p, s), "H", obs, blocking, network, {})
+                   signals=Signals(0, 0, None, len(pods), groups=groups or {}), health=health or {},
+                   segment_used=used or {}, unreachable_for=silent or {}, now=NOW)
+    return plan(p, s, builders.pod_template(p, s), "H", obs, blocking, network, old_status or {})
 
 
 # ---- the real control plane ------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ class Signals:
     store_fill: float | None  # master_allocated_bytes / master_total_capacity_bytes; None if unknown
     workers_reporting: int = 0
     per_worker: dict[str, int] = field(default_factory=dict)  # pod IP -> queue depth, for picking who drains
+    groups: dict[str, int] = field(default_factory=dict)  # pod IP -> caller groups pinned to it (a roll's hold)
 
 
 @dataclass

@@ -24,7 +24,7 @@ from . import autoscaler
 from . import reasons as R
 from .autoscaler import Decision
 from .observed import Network, Observed
-from .rollout import is_ready, removal_order, roll_allowance
+from .rollout import is_ready, pod_ip, removal_order, roll_allowance
 from .findings import Problem
 from .sizing import SizingResult
 from .spec import HASH_LABEL, Pool
@@ -53,6 +53,8 @@ class Plan:
     lost: int = 0
     unschedulable: str = ""
     versions: list[dict] = field(default_factory=list)  # scorer versions serving: version, workers, ready
+    roll: dict | None = None  # the roll in progress: the template it rolls to, and since when (status.roll)
+    held: str = ""  # why the roll waits for groups pinned to an old scorer version (empty: it does not)
 
 
 def _node_not_ready_since(node: dict) -> float | None:
@@ -109,6 +111,45 @@ def _name(pod: dict) -> str:
     return pod["metadata"]["name"]
 
 
+def _version(pod: dict) -> str:
+    return (pod["metadata"].get("labels") or {}).get(SCORER_VERSION_LABEL, "unknown")
+
+
+def _roll(old: dict | None, want_hash: str, now: float) -> dict:
+    """The roll to `want_hash`: since the status first recorded it (a new target restarts the clock)."""
+    if old and old.get("to") == want_hash and C.epoch(old.get("since")) is not None:
+        return {"to": want_hash, "since": old["since"]}
+    return {"to": want_hash, "since": C.now(now)}
+
+
+def _hold_pinned(chosen: list[dict], serving: list[dict], max_skew: int | None, p: Plan, groups: dict[str, int],
+                 now: float) -> list[dict]:
+    """Of the Ready stale workers a roll would drain now, those it may: a scorer version's last Ready worker is
+    kept while callers' groups are pinned to that version (its workers report them), so each group finishes on
+    the version it began with, until the roll is `max_skew` seconds old (then the groups move, whole)."""
+    if max_skew is None or p.roll is None:
+        return chosen
+    age = now - (C.epoch(p.roll["since"]) or now)
+    if age >= max_skew:
+        return chosen
+    left: dict[str, list[dict]] = {}
+    for pod in serving:
+        if is_ready(pod):
+            left.setdefault(_version(pod), []).append(pod)
+    allowed = []
+    for pod in chosen:
+        v = _version(pod)
+        pinned = sum(groups.get(pod_ip(x) or "", 0) for x in left.get(v, []))
+        if len(left.get(v, [])) == 1 and pinned:
+            p.held = (f"{pinned} caller group(s) pinned to scorer version {v}, whose last Ready worker {_name(pod)} "
+                      f"is kept until they finish or for {max_skew - age:.0f}s more (maxVersionSkewSeconds "
+                      f"{max_skew})")
+            continue
+        left[v] = [x for x in left.get(v, []) if x is not pod]
+        allowed.append(pod)
+    return allowed
+
+
 def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, observed: Observed,
          blocking: bool, network: Network, old_status: dict) -> Plan:
     p = Plan(template=template, want_hash=want_hash, managed=network.ok and not blocking)
@@ -147,7 +188,10 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
         for pod in [x for x in stale if not is_ready(x)]:
             p.drain.append((_name(pod), "spec changed; it was not Ready"))
         ready_stale = [x for x in stale if is_ready(x)]
-        for pod in removal_order(ready_stale, want_hash, per_worker)[:roll_allowance(replicas, unavailable)]:
+        p.roll = _roll(old_status.get("roll"), want_hash, now) if stale else None
+        chosen = removal_order(ready_stale, want_hash, per_worker)[:roll_allowance(replicas, unavailable)]
+        for pod in _hold_pinned(chosen, serving, spec.rollout.maxVersionSkewSeconds, p, observed.signals.groups,
+                                now):
             p.drain.append((_name(pod), "spec changed"))
         marked = {n for n, _ in p.drain}
         serving = [x for x in serving if _name(x) not in marked]

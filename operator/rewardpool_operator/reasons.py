@@ -46,6 +46,7 @@ SCALING = "Scaling"
 WAITING_FOR_READY = "WaitingForReady"
 UNSCHEDULABLE = "Unschedulable"
 PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"  # Progressing False, yet unhealthy: a roll that stopped
+WAITING_FOR_PINNED_GROUPS = "WaitingForPinnedGroups"  # Progressing True: a roll holds for groups (maxVersionSkewSeconds)
 # InvalidSpec (otherwise the first blocking finding's reason)
 SPEC_VALID = "SpecValid"
 SPEC_NOT_UNDERSTOOD = "SpecNotUnderstood"

@@ -139,6 +139,12 @@ class PodTemplate(_M):
     spec: dict[str, Any] = Field(default_factory=dict)
 
 
+class Rollout(_M):
+    # Hold a roll's removal of a scorer version's last Ready worker while groups are pinned to it, up to this
+    # long after the roll began; None: no hold (pinned groups move to the new version when theirs is gone).
+    maxVersionSkewSeconds: int | None = Field(default=None, ge=0)
+
+
 class PoolSpec(_M):
     replicas: int = Field(default=1, ge=0)
     image: str
@@ -152,6 +158,7 @@ class PoolSpec(_M):
     autoscaling: Autoscaling | None = None
     drainTimeoutSeconds: int = Field(default=600, ge=0)
     progressDeadlineSeconds: int = Field(default=600, ge=1)
+    rollout: Rollout = Field(default_factory=Rollout)
     resources: dict[str, Any] = Field(default_factory=dict)
     podTemplate: PodTemplate = Field(default_factory=PodTemplate)
     # The Pod Security level every worker pod is held to (plus IPC_LOCK on the worker): podsecurity.py.

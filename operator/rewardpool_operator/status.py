@@ -53,7 +53,9 @@ def compute(pool: Pool, sizing: SizingResult, problems: list[Problem], network: 
         if p.unschedulable:  # say why instead of leaving the pods silently Pending
             reason, message = R.UNSCHEDULABLE, f"{message}; {p.unschedulable}"
         stalled = now - (C.epoch(progress["time"]) or now)
-        if stalled > pool.spec.progressDeadlineSeconds:  # as a Deployment says it: the roll stopped, and why
+        if p.held:  # waiting on purpose, bounded by maxVersionSkewSeconds: not a stalled roll
+            conds.append(C.cond(R.PROGRESSING, True, R.WAITING_FOR_PINNED_GROUPS, f"{message}; {p.held}"))
+        elif stalled > pool.spec.progressDeadlineSeconds:  # as a Deployment says it: the roll stopped, and why
             conds.append(C.cond(R.PROGRESSING, False, R.PROGRESS_DEADLINE_EXCEEDED,
                                 f"no progress for {stalled:.0f}s (progressDeadlineSeconds "
                                 f"{pool.spec.progressDeadlineSeconds}): {message}"))
@@ -88,6 +90,7 @@ def compute(pool: Pool, sizing: SizingResult, problems: list[Problem], network: 
         "segment": sizing.status(), "memoryPerWorker": format_bytes(sizing.memory_bytes),
         "memoryFormula": sizing.memory_formula, "networkAttachment": network_ref, "progress": progress,
         "scorerVersions": p.versions,
+        "roll": p.roll,  # None deletes it (a merge patch) once the roll is over
         "conditions": C.merge(old.get("conditions"), conds, generation),
     }
 

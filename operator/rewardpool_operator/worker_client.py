@@ -14,8 +14,8 @@ from typing import Protocol
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from rewardpool_worker.contract import (DRAIN_PATH, HEALTH_PATH, HTTP_PORT, METRICS_PATH, PENDING_BYTES_METRIC,
-                                        QUEUE_DEPTH_METRIC, WorkerHealth, control_header)
+from rewardpool_worker.contract import (ACTIVE_GROUPS_METRIC, DRAIN_PATH, HEALTH_PATH, HTTP_PORT, METRICS_PATH,
+                                        PENDING_BYTES_METRIC, QUEUE_DEPTH_METRIC, WorkerHealth, control_header)
 
 from .observed import Signals
 
@@ -67,10 +67,13 @@ class HttpWorkerClient:
             master = await _get(session, f"http://{master_metrics}/metrics") if master_metrics else None
         queue = pending = 0
         per_worker: dict[str, int] = {}
+        groups: dict[str, int] = {}
         for ip, text in zip(pod_ips, texts):
             if text is None:
                 continue
-            m = parse(text, {QUEUE_DEPTH_METRIC, PENDING_BYTES_METRIC})
+            m = parse(text, {QUEUE_DEPTH_METRIC, PENDING_BYTES_METRIC, ACTIVE_GROUPS_METRIC})
+            if ACTIVE_GROUPS_METRIC in m:
+                groups[ip] = int(m[ACTIVE_GROUPS_METRIC])
             if QUEUE_DEPTH_METRIC in m:
                 per_worker[ip] = int(m[QUEUE_DEPTH_METRIC])
                 queue += per_worker[ip]
@@ -81,7 +84,8 @@ class HttpWorkerClient:
             m = parse(master, {"master_allocated_bytes", "master_total_capacity_bytes"})
             if m.get("master_total_capacity_bytes"):
                 fill = m.get("master_allocated_bytes", 0.0) / m["master_total_capacity_bytes"]
-        return Signals(queue if answered else None, pending if answered else None, fill, answered, per_worker)
+        return Signals(queue if answered else None, pending if answered else None, fill, answered, per_worker,
+                       groups)
 
     async def health(self, pod_ip: str) -> dict | None:
         try:

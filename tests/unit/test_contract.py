@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "charts" / "rewardpool-operator" / "dashboards" / "rewardpool.json"
 UNITS = ("_seconds", "_bytes", "_ratio", "_replicas", "_outputs", "_depth", "_batches", "_total", "_in_use",
          "_registrations", "_draining", "_retries", "_timeouts", "_errors", "_releases", "_failures", "_swept",
-         "_reconciles", "_writes", "_events",
+         "_reconciles", "_writes", "_events", "_groups",
          "_score", "_squares")  # scores have no unit: the score itself, and the sum of its squares
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from rewardpool_operator.observed import Network
 from rewardpool_operator.plan import NODE_LOST_SECONDS, lost_reason
-from tests.factories import NOW, pod, ready_node, run_plan
+from tests.factories import NOW, pod, ready_node, rfc3339, run_plan
 
 def deleted(pl):
     return sorted(n for n, *_ in pl.delete)
@@ -136,3 +136,46 @@ def test_status_counts_the_scorer_versions_serving():
                   replicas=4)
     assert pl.versions == [{"version": "unknown", "workers": 1, "ready": 1},
                            {"version": "v1", "workers": 2, "ready": 1}, {"version": "v2", "workers": 1, "ready": 1}]
+
+
+def _versioned(name, version, **kw):
+    p = pod(name, **kw)
+    p["metadata"]["labels"]["rewardpool.io/scorer-version"] = version
+    return p
+
+
+def _rolling_since(seconds_ago):
+    return {"roll": {"to": "H", "since": rfc3339(NOW - seconds_ago)}}
+
+
+SKEW = {"rollout": {"maxVersionSkewSeconds": 300}}
+# the old version's last Ready worker, and a Ready worker of the new template
+LAST_OLD = [_versioned("a", "v1", hash_="old", ip="10.0.0.1"), _versioned("c", "v2", ip="10.0.0.3")]
+
+
+def test_a_roll_keeps_the_old_versions_last_worker_while_groups_are_pinned_to_it():
+    pl = run_plan(LAST_OLD, groups={"10.0.0.1": 3}, old_status=_rolling_since(10), **SKEW)
+    assert pl.drain == [] and "3 caller group(s) pinned to scorer version v1" in pl.held and "a" in pl.held
+    assert pl.roll == {"to": "H", "since": rfc3339(NOW - 10)}  # the clock is kept across reconciles
+
+
+@pytest.mark.parametrize("case", [
+    dict(groups={"10.0.0.1": 3}, old_status=_rolling_since(301), **SKEW),  # held long enough: the groups move
+    dict(groups={"10.0.0.1": 0}, old_status=_rolling_since(10), **SKEW),  # nothing pinned to v1
+    dict(groups={"10.0.0.3": 5}, old_status=_rolling_since(10), **SKEW),  # groups pinned to the new version
+    dict(groups={"10.0.0.1": 3}, old_status=_rolling_since(10)),  # no maxVersionSkewSeconds: no hold
+], ids=["skew-passed", "no-groups", "groups-on-new", "no-hold-asked"])
+def test_a_roll_goes_on_when_nothing_pinned_is_left_on_the_old_version_or_the_skew_is_spent(case):
+    pl = run_plan(LAST_OLD, **case)
+    assert drained(pl) == ["a"] and pl.held == ""
+
+
+def test_only_a_versions_last_worker_is_held_and_a_new_roll_starts_its_own_clock():
+    pods = [_versioned("a", "v1", hash_="old", ip="10.0.0.1", created=1),
+            _versioned("b", "v1", hash_="old", ip="10.0.0.2", created=2)]
+    pl = run_plan(pods, groups={"10.0.0.1": 2, "10.0.0.2": 2}, **SKEW)
+    assert drained(pl) == ["b"] and pl.held == ""  # a still serves v1's groups
+    assert pl.roll == {"to": "H", "since": rfc3339(NOW)}  # first seen now
+    old = {"roll": {"to": "another-template", "since": rfc3339(NOW - 999)}}
+    assert run_plan(LAST_OLD, groups={"10.0.0.1": 1}, old_status=old, **SKEW).roll["since"] == rfc3339(NOW)
+    assert run_plan([pod("c"), pod("d")], old_status=_rolling_since(5), **SKEW).roll is None  # no roll: cleared

@@ -61,3 +61,24 @@ def test_a_roll_that_stops_changing_says_progress_deadline_exceeded_and_a_change
     assert moved["progress"]["time"] != first["progress"]["time"] and cond(moved)["status"] == "True"
     from rewardpool_operator import statusview
     assert "ProgressDeadlineExceeded" in [c["reason"] for c in statusview.unhappy(late)]
+
+
+def test_a_roll_held_for_pinned_groups_says_so_and_is_not_a_stalled_roll():
+    from rewardpool_operator import sizing
+    from rewardpool_operator.observed import Signals
+    from tests.factories import NET, NOW, pod, pool, rfc3339, run_plan
+
+    held = [pod("a", hash_="old", ip="10.0.0.1"), pod("c", ip="10.0.0.3")]
+    for p_ in held:
+        p_["metadata"]["labels"]["rewardpool.io/scorer-version"] = "v2" if p_ is held[1] else "v1"
+    p = pool(replicas=2, progressDeadlineSeconds=60, rollout={"maxVersionSkewSeconds": 900})
+    old = {"roll": {"to": "H", "since": rfc3339(NOW - 100)},
+           "progress": {"key": "stale", "time": rfc3339(NOW - 100)}}  # nothing changed for longer than 60 s
+    pl = run_plan(held, groups={"10.0.0.1": 4}, old_status=old, rollout={"maxVersionSkewSeconds": 900})
+    new = status.compute(p, sizing.compute(p.spec), [], NET, pl, Signals(0, 0, None, 2), [], old, 1, "", now=NOW)
+    cond = next(c for c in new["conditions"] if c["type"] == "Progressing")
+    assert (cond["status"], cond["reason"]) == ("True", "WaitingForPinnedGroups")
+    assert "4 caller group(s) pinned to scorer version v1" in cond["message"] and "800s more" in cond["message"]
+    assert new["roll"] == old["roll"]
+    assert status.compute(p, sizing.compute(p.spec), [], NET, run_plan([pod("c"), pod("d")]),
+                          Signals(0, 0, None, 2), [], new, 1, "", now=NOW)["roll"] is None  # over: removed

@@ -43,3 +43,15 @@ def test_scores_give_each_components_mean_and_spread_per_version():
     # buckets span the components' ranges: a PickScore of 21 is not lumped into one bucket with everything
     les = sorted({float(dict(lbl)["le"]) for (name, lbl) in got if name == "rewardpool_worker_score_bucket"})
     assert les[0] == 0.0 and 30.0 in les and len([x for x in les if 15 <= x <= 25]) >= 3
+
+
+def test_the_groups_pinned_to_a_worker_are_a_gauge_the_operator_reads():
+    from rewardpool_operator.worker_client import parse
+    from rewardpool_worker.contract import ACTIVE_GROUPS_METRIC
+
+    m = WorkerMetrics()
+    m.update({**STATS, "active_groups": 3})
+    text = generate_latest(m.registry).decode()
+    assert parse(text, {ACTIVE_GROUPS_METRIC}) == {ACTIVE_GROUPS_METRIC: 3.0}
+    m.update({**STATS, "active_groups": 0})
+    assert parse(generate_latest(m.registry).decode(), {ACTIVE_GROUPS_METRIC}) == {ACTIVE_GROUPS_METRIC: 0.0}

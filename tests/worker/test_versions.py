@@ -55,6 +55,12 @@ def test_a_roll_under_load_never_mixes_versions_in_a_call_or_a_group(ray_cluster
     t.start()
     time.sleep(2)
     new = workers(master, "ver", "v-two", 2, 2)
+    time.sleep(1.5)
+    # what the operator holds a roll on (spec.rollout.maxVersionSkewSeconds): the old version's workers count
+    # the 4 groups pinned to it, the new version's none (no group moves while its version still serves)
+    pinned_old = [ray.get(w.stats.remote())["active_groups"] for w in old]
+    pinned_new = [ray.get(w.stats.remote())["active_groups"] for w in new]
+    assert max(pinned_old) >= 1 and all(n <= 4 for n in pinned_old) and pinned_new == [0, 0], (pinned_old, pinned_new)
     for w in old:  # the roll: one old worker at a time drains, then goes
         time.sleep(1.5)
         ray.get(w.drain.remote())

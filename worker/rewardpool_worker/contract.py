@@ -65,6 +65,9 @@ class Metric:
         return cls(self.name, self.help, **kw)
 
 
+# A group that sent no batch for this long no longer holds a roll (spec.rollout.maxVersionSkewSeconds): its
+# step is over, or it moved.
+GROUP_ACTIVE_SECONDS = 60.0
 _SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _POOL = ("namespace", "pool")
 
@@ -96,6 +99,9 @@ class WorkerMetricNames:
                                "Batches holding a read buffer (being read or scored); at most 2")
     READ_BUFFER_BYTES = Metric("rewardpool_worker_read_buffer_bytes", "gauge", "Registered read buffer bytes")
     DRAINING = Metric("rewardpool_worker_draining", "gauge", "1 while the worker drains")
+    ACTIVE_GROUPS = Metric("rewardpool_worker_active_groups", "gauge",
+                           "Caller groups (score(group=...): a GRPO prompt group, a rollout) that sent this worker a "
+                           "batch within the last GROUP_ACTIVE_SECONDS: groups pinned to its scorer version")
     MODEL_BUSY_SECONDS = Metric("rewardpool_worker_model_busy_seconds", "gauge",
                                 "How long the batch now in the model has run (0 when idle)")
     WARMUP_SECONDS = Metric("rewardpool_worker_warmup_seconds", "gauge",
@@ -159,6 +165,7 @@ def all_metrics() -> list[Metric]:
 # What the operator reads from each worker's /metrics (the autoscaler's queue signal).
 QUEUE_DEPTH_METRIC = WorkerMetricNames.QUEUE_DEPTH.name
 PENDING_BYTES_METRIC = WorkerMetricNames.PENDING_BYTES.name
+ACTIVE_GROUPS_METRIC = WorkerMetricNames.ACTIVE_GROUPS.name
 
 # The Ray actor of a pod is named ACTOR_PREFIX + "<namespace>/<pool>:<pod>"; pool clients find them by prefix.
 ACTOR_PREFIX = "rewardpool:"

@@ -71,6 +71,7 @@ class VersionGone(Exception):
 @dataclass
 class _Pin:
     version: object = ANY  # ANY until the call's first batch picks a worker
+    group: str | None = None  # the caller's group key, sent with each batch (workers count active groups)
 
 
 @dataclass
@@ -307,7 +308,8 @@ class AsyncRewardPoolClient:
             # two workers may pick differently)
             sent = [subset(o, m.frames) if m.frames and isinstance(o, torch.Tensor) else o for o in outputs]
             report.sent_bytes += sum(inline_bytes(o) for o in sent)
-            ref = m.handle.score_batch.remote(sent, prompts, batch_id)
+            ref = (m.handle.score_batch.remote(sent, prompts, batch_id, group=pin.group) if pin.group is not None
+                   else m.handle.score_batch.remote(sent, prompts, batch_id))
             del sent
             self._queued.setdefault(m.name, {})[batch_id] = t0
             self._ensure_rebalancer()
@@ -431,7 +433,7 @@ class AsyncRewardPoolClient:
                 if restarts > self.attempts:
                     raise PoolUnavailable(f"{self.namespace}/{self.pool}: the scorer version changed under the "
                                           f"call {restarts} times") from None
-                pin = _Pin()
+                pin = _Pin(group=group)
         report.restarts = restarts
         report.version = pin.version if pin.version is not ANY else None
         if group is not None:
@@ -445,14 +447,14 @@ class AsyncRewardPoolClient:
     def _group_pin(self, group: str | None) -> _Pin:
         """The version a group was scored with, while it still has workers; else a new pick."""
         if group is None or group not in self._groups:
-            return _Pin()
+            return _Pin(group=group)
         version = self._groups[group]
         if self.router.versions()[version]:
-            return _Pin(version)
+            return _Pin(version, group)
         self.group_moves += 1
         log.warning("%s/%s: group %s was scored by version %s, which has left the pool; it moves to another",
                     self.namespace, self.pool, group, version)
-        return _Pin()
+        return _Pin(group=group)
 
     def _remember(self, group: str, version: str | None) -> None:
         self._groups[group] = version

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import ray
 
-from ..contract import READ_SLOTS, WorkerConfig, scorer_version
+from ..contract import GROUP_ACTIVE_SECONDS, READ_SLOTS, WorkerConfig, scorer_version
 from ..errors import Draining
 from ..records import OutputRef
 from ..scorers import build_scorers, frames_declared
@@ -78,6 +78,8 @@ class RewardWorker:
         self.actor.score_log.clear()  # the warm-up forward's scores are no one's
         log.info("model loaded in %.2fs, warm-up forward %.2fs", self.load_seconds, self.actor.warmup_seconds)
         self.draining = False
+        self._groups: dict[str, float] = {}  # caller group -> when its last batch arrived
+        self._groups_lock = threading.Lock()
         self._store_ok, self._store_error, self._probed = False, "not probed yet", 0.0
         self._probe()
         # Probed from its own thread: a master that stops answering must make the worker unready, and must
@@ -120,12 +122,23 @@ class RewardWorker:
                                                                                                self.cfg),
                 "store_hostname": self.store.hostname}
 
-    def score_batch(self, outputs: list, prompts: list[str], batch_id=None) -> list:
+    def score_batch(self, outputs: list, prompts: list[str], batch_id=None, group: str | None = None) -> list:
         """Scores in order. Raises (typed, see errors.py) Draining, Overloaded, Cancelled, ScorerError, the
-        store's errors (ObjectNotFound, ...) and BatchTooLarge."""
+        store's errors (ObjectNotFound, ...) and BatchTooLarge. `group`: the caller's group key (the client
+        pins a group to one scorer version), counted in stats' active_groups."""
         if self.draining:
             raise Draining(f"{self.cfg.pool}: worker is draining")
+        if group is not None:
+            with self._groups_lock:
+                self._groups[group] = time.monotonic()
         return self.actor.score_batch(outputs, prompts, batch_id)
+
+    def _active_groups(self) -> int:
+        cut = time.monotonic() - GROUP_ACTIVE_SECONDS
+        with self._groups_lock:
+            for g in [g for g, t in self._groups.items() if t < cut]:
+                del self._groups[g]
+            return len(self._groups)
 
     @ray.method(concurrency_group=CONTROL)
     def cancel(self, batch_ids: list) -> int:
@@ -148,7 +161,8 @@ class RewardWorker:
 
     @ray.method(concurrency_group=CONTROL)
     def stats(self) -> dict:
-        return {**self.actor.stats(), "draining": self.draining, "store_ok": self._store_reachable()}
+        return {**self.actor.stats(), "draining": self.draining, "store_ok": self._store_reachable(),
+                "active_groups": self._active_groups()}
 
     @ray.method(concurrency_group=CONTROL)
     def memory(self, reset_peak: bool = False) -> dict:
