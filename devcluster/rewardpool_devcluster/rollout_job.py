@@ -71,6 +71,8 @@ def main() -> int:
                     help="seconds each round's outputs wait in the store before they are scored (fault tests)")
     ap.add_argument("--scale", type=float, default=1.0, help="brightness of the videos (1: uniform in 0..255)")
     ap.add_argument("--pattern", choices=["uniform", "last-frame"], default="uniform")
+    ap.add_argument("--group", default=None,
+                    help="one group key for every call (a rollout pinned to one scorer version through a roll)")
     ap.add_argument("--fault-seconds", type=float, default=300.0,
                     help="how long one batch keeps asking again through a fault before the job fails")
     args = ap.parse_args()
@@ -108,6 +110,7 @@ def main() -> int:
     keys: list[str] = []
     scored_at: list[float] = []  # wall-clock time of every batch that returned scores
     counts = {"put_retries": 0, "asked_again": 0}
+    versions: list[str | None] = []  # the scorer version of every call, in order
 
     def put(key: str, video):
         since = time.monotonic()
@@ -126,7 +129,10 @@ def main() -> int:
         """items: (name, video, ref). Every name gets exactly one score."""
         since, attempt = time.monotonic(), 0
         while items:
-            got = client.score([ref for _, _, ref in items], ["a generated video"] * len(items))
+            report = client.submit_detailed([ref for _, _, ref in items], ["a generated video"] * len(items),
+                                            group=args.group).result()
+            got = report.results
+            versions.append(report.version)
             again = []
             for (name, video, ref), s in zip(items, got):
                 if not isinstance(s, SampleError):
@@ -185,6 +191,8 @@ def main() -> int:
                       "first_scores": [round(scores[f"{args.namespace}/{args.pool}/r0/s{i}"], 4)
                                        for i in range(min(4, args.samples))], "left": left,
                       "store_outages": client.store_outages, "scored_at": scored_at, **counts,
+                      "versions": sorted({v for v in versions if v}), "version_switches": sum(
+                          1 for a, b in zip(versions, versions[1:]) if a and b and a != b),
                       "store_hostname": store.hostname, "pod_ip": os.environ["POD_IP"], "tcp_peers": peers}),
           flush=True)
     store.close()

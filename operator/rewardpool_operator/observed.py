@@ -42,7 +42,7 @@ class Observed:
     pods: list[dict]
     nodes: dict[str, dict]  # every node by name
     signals: Signals
-    health: dict[str, dict | None] = field(default_factory=dict)  # /healthz of draining workers
+    health: dict[str, dict | None] = field(default_factory=dict)  # /healthz of draining and not-Ready workers
     segment_used: dict[str, int | None] = field(default_factory=dict)  # bytes in a draining worker's segment
     unreachable_for: dict[str, float] = field(default_factory=dict)  # seconds a draining worker has been silent
     annotations: dict[str, str] = field(default_factory=dict)  # the pool's own (a client's demand hint)

@@ -11,6 +11,21 @@ PULL_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImag
 START_REASONS = {"CrashLoopBackOff", "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
 
 
+def unready_problems(pods: list[dict], health: dict[str, dict | None]) -> list[Problem]:
+    """Started workers kept out of Ready by something outside them, as their /healthz says: their actor cannot
+    be found in Ray (a Ray head restarted, a GCS that does not answer) or the store master does not answer.
+    The pool then says why it is not Ready (Degraded, a warning event) instead of only counting."""
+    kinds = {"ray": (R.WORKERS_NOT_FOUND_IN_RAY, "cannot be found in Ray"),
+             "store": (R.WORKERS_CANNOT_REACH_STORE, "cannot reach the store master")}
+    found: dict[str, list[str]] = {}
+    for pod in pods:
+        h = health.get(pod["metadata"]["name"]) or {}
+        if h.get("unready_cause") in kinds and not pod["metadata"].get("deletionTimestamp"):
+            found.setdefault(h["unready_cause"], []).append(f"{pod['metadata']['name']}: {h.get('unready_reason')}")
+    return [Problem(kinds[c][0], f"{len(items)} worker pod(s) {kinds[c][1]}: {'; '.join(sorted(items)[:2])}")
+            for c, items in sorted(found.items())]
+
+
 def container_problems(pods: list[dict]) -> list[Problem]:
     found: dict[tuple[str, str], list[str]] = {}
     for pod in pods:

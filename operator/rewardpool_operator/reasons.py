@@ -110,6 +110,8 @@ WORKER_CONTAINER_FAILING = "WorkerContainerFailing"
 CONTROL_SECRET_CONFLICT = "ControlSecretConflict"
 POD_SECURITY_FORBIDS_IPC_LOCK = "PodSecurityForbidsIpcLock"
 DRAIN_STUCK = "DrainStuck"
+WORKERS_NOT_FOUND_IN_RAY = "WorkersNotFoundInRay"  # Degraded: a Ray head restarted, or its GCS does not answer
+WORKERS_CANNOT_REACH_STORE = "WorkersCannotReachStore"  # Degraded: the store master does not answer the workers
 
 
 def unhealthy(condition: dict) -> bool:

@@ -102,6 +102,7 @@ async def reconcile(kube: Kube, workers: WorkerClient, body: dict, nodes: dict[s
     observed = await _observe(workers, pool, nodes, pods, memory, full)
     observed.annotations = body["metadata"].get("annotations") or {}
     problems += podstatus.container_problems(observed.pods)  # image pulls, crash loops: said, not silent
+    problems += podstatus.unready_problems(observed.pods, observed.health)  # Ray or store outages: said too
 
     p = plan(pool, sizing, template, template_hash(template), observed, blocks_workers(problems),
              owned.network, old)
@@ -145,6 +146,8 @@ async def _observe(workers: WorkerClient, pool: Pool, nodes: dict[str, dict], ca
         memory.store_hostname.pop(gone, None)
     for pod in live:
         if DRAIN_ANNOTATION not in (pod["metadata"].get("annotations") or {}):
+            if not is_ready(pod) and _started(pod) and pod_ip(pod):  # why not Ready, if the cause is outside
+                obs.health[pod["metadata"]["name"]] = await workers.health(pod_ip(pod))
             continue
         name, ip = pod["metadata"]["name"], pod_ip(pod)
         health = await workers.health(ip) if ip else None
@@ -159,6 +162,11 @@ async def _observe(workers: WorkerClient, pool: Pool, nodes: dict[str, dict], ca
         if host and pool.spec.store.metricsAddress:
             obs.segment_used[name] = await workers.segment_used_bytes(pool.spec.store.metricsAddress, host)
     return obs
+
+
+def _started(pod: dict) -> bool:
+    """Its worker container runs (not waiting for an image, not crash-looping): it can say why it is not Ready."""
+    return any("running" in (cs.get("state") or {}) for cs in (pod.get("status") or {}).get("containerStatuses") or [])
 
 
 # ---- apply -----------------------------------------------------------------------------------------------------

@@ -272,6 +272,39 @@ def test_a_roll_to_a_missing_image_under_a_rollout_and_back(kube, node, pool, po
           f"start-up); the rollout never stopped (first batch after the bad roll began {recovered:.1f}s)")
 
 
+def test_a_roll_waits_for_a_rollout_pinned_to_the_old_scorer_version(kube, node, pool, pool_ns):
+    """spec.rollout.maxVersionSkewSeconds: a rollout job scores with one group key (`group=`) through a roll
+    to another scorer version (numFrames 4 -> 3). The operator keeps the old version's last worker while that
+    worker reports the group, so every call of the rollout is scored by the version it began with; once the
+    job is over (the group idle for 60 s) the roll completes."""
+    version = "rewardpool.io/scorer-version"
+    old = {p["metadata"]["labels"][version] for p in _workers(kube, pool_ns)}
+    assert len(old) == 1
+    kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p",
+         json.dumps({"spec": {"rollout": {"maxVersionSkewSeconds": 900}}}))
+    _start_job(kube, node, pool_ns, "rollout-pinned", samples=8, batch=2, rounds=200, pause=0.5, group="rollout-7")
+    wait_for(lambda: "ROUND 0 scored" in kube("logs", "-n", pool_ns, "job/rollout-pinned", check=False).stdout,
+             timeout=240, interval=1, what="the pinned rollout's first round scored")
+    kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p",
+         json.dumps({"spec": {"scorer": {"numFrames": 3}}}))
+    held = wait_for(lambda: (c := _pool_cond(kube, pool_ns, "Progressing"))["reason"] == "WaitingForPinnedGroups"
+                    and c, timeout=300, interval=1, what="the roll holding the old version's last worker")
+    assert "1 caller group(s) pinned" in held["message"], held
+    result = job_result_of(kube, pool_ns, "rollout-pinned", timeout=600)
+    assert result["scored"] == 1600 and result["left"] == 0 and result["pending"] == 0, result
+    assert result["versions"] == sorted(old) and result["version_switches"] == 0, result
+    t_end = time.monotonic()
+
+    def rolled():
+        pods = pool_ready(kube, pool_ns, POOL, 2)()
+        return pods if pods and all(p["metadata"]["labels"][version] not in old for p in pods) else None
+    wait_for(rolled, timeout=400, interval=1, what="the roll completed once the group went idle")
+    print(f"\nroll held for a pinned rollout: {held['message']}; completed {time.monotonic() - t_end:.0f}s after "
+          "the job ended")
+    kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p",
+         json.dumps({"spec": {"rollout": {"maxVersionSkewSeconds": None}}}))
+
+
 def test_a_missing_image_shows_in_the_pool_status(kube, node, incluster_operator, rns):
     from rewardpool_devcluster.incluster import real_node_pool
 
@@ -341,6 +374,13 @@ def test_a_ray_head_restart_takes_the_pool_out_of_ready_and_it_heals(kube, node,
     down = wait_for(lambda: (c := ready_status())["status"] == "False" and c, timeout=120, interval=1,
                     what="the pool out of Ready while its actors cannot be found")
     out_at = time.monotonic() - t0
+    # and it says why, in the words of the workers themselves, with a warning event
+    said = wait_for(lambda: (c := _pool_cond(kube, pool_ns, "Degraded"))["reason"] == "WorkersNotFoundInRay" and c,
+                    timeout=60, interval=0.5, what="Degraded naming the workers Ray cannot find")
+    assert "cannot be found in Ray" in said["message"], said
+    events = kube.json("events", "-n", pool_ns, "--field-selector", f"involvedObject.name={POOL}")["items"]
+    assert any(e["reason"] == "WorkersNotFoundInRay" and e["type"] == "Warning" for e in events), \
+        [e["reason"] for e in events]
 
     def healed():
         pods = pool_ready(kube, pool_ns, POOL, 2)()

@@ -144,3 +144,17 @@ def test_with_gcs_fault_tolerance_a_name_the_gcs_does_not_know_still_rejoins_soo
     s.gcs_unanswered, s.raylet_gone = True, True  # the pod's raylet exited: nothing to wait for either
     s.registered_at = time.monotonic() - 3
     assert s.should_rejoin(time.monotonic())
+
+
+def test_health_names_an_outside_cause_that_keeps_a_started_worker_out_of_ready():
+    s = state()
+    assert s.health(time.monotonic()).unready_cause is None
+    s.registered_at = time.monotonic() - REGISTRATION_STALE_SECONDS - 1
+    s.registration_error = "ValueError: Failed to look up actor"
+    h = s.health(time.monotonic())
+    assert h.unready_cause == "ray" and "does not resolve in the Ray cluster" in h.unready_reason
+    s = state(store_ok=False)
+    h = s.health(time.monotonic())
+    assert h.unready_cause == "store" and "store master" in h.unready_reason
+    s.phase = "starting"  # loading its model is not an outage
+    assert s.health(time.monotonic()).unready_cause is None

@@ -21,3 +21,31 @@ def test_crash_loops_are_reported_and_running_or_deleting_pods_are_not():
                                 pod("c"), pod("d", "ContainerCreating")])
     assert [(p.reason, p.message.split(":")[0]) for p in probs] == [
         ("WorkerContainerFailing", "1 worker pod(s) CrashLoopBackOff")]
+
+
+def test_workers_kept_out_of_ready_by_ray_or_the_store_are_said_with_the_workers_own_reason():
+    """The health is what the worker's own State answers on /healthz (the contract's payload), not a dict
+    written here."""
+    import time
+
+    from rewardpool_operator.podstatus import unready_problems
+    from rewardpool_worker.runtime.main import REGISTRATION_STALE_SECONDS, State
+
+    def worker(**stats):
+        s = State()
+        s.phase, s.stats_at, s.registered_at = "ready", time.monotonic(), time.monotonic()
+        s.detail = {"store": True, "buffer_registered": True, "model_loaded": True, "warmup_seconds": 0.1}
+        s.stats = {"in_flight": 0, "store_ok": True, **stats}
+        return s
+    lost = worker()
+    lost.registered_at = time.monotonic() - REGISTRATION_STALE_SECONDS - 5
+    lost.registration_error = "ValueError: Failed to look up actor with name 'rewardpool:ns/p:p-1'"
+    no_store = worker(store_ok=False)
+    fine = worker()
+    health = {name: s.health(time.monotonic()).model_dump() for name, s in
+              (("p-1", lost), ("p-2", no_store), ("p-3", fine))}
+    pods = [{"metadata": {"name": n}} for n in ("p-1", "p-2", "p-3", "p-4")]  # p-4: no answer
+    probs = unready_problems(pods, health)
+    assert [p.reason for p in probs] == ["WorkersNotFoundInRay", "WorkersCannotReachStore"]
+    assert "1 worker pod(s) cannot be found in Ray: p-1: the actor's name does not resolve" in probs[0].message
+    assert "p-2" in probs[1].message and not any(p.blocking for p in probs)

@@ -382,3 +382,8 @@ class WorkerHealth(BaseModel):
     queue_depth: int = 0
     last_batch_seconds_ago: float | None = Field(default=None, description="None: no batch finished yet")
     scorer_version: str | None = None  # the version of the scores this worker gives (see scorer_version())
+    # Why a started worker is not Ready when the cause is outside it (the operator says so in Degraded):
+    # "ray" (clients cannot find its actor: the Ray head restarted or its GCS does not answer), "store" (the
+    # store master does not answer its probes); None when Ready, starting, draining or live-failing.
+    unready_cause: Literal["ray", "store"] | None = None
+    unready_reason: str | None = None

@@ -96,10 +96,24 @@ class State:
     def health(self, now: float) -> WorkerHealth:
         live, why = self.liveness()
         ago = None if self.last_batch_at is None else round(now - self.last_batch_at, 1)
+        cause, because = self.unready()
         return WorkerHealth(phase=self.phase, live=live, reason=why, in_flight=self.in_flight,
                             store_hostname=self.detail.get("store_hostname"),
                             queue_depth=self.stats.get("queue_depth", 0), last_batch_seconds_ago=ago,
-                            scorer_version=self.detail.get("version"))
+                            scorer_version=self.detail.get("version"), unready_cause=cause,
+                            unready_reason=because)
+
+    def unready(self) -> tuple[str | None, str | None]:
+        """An outside cause keeping this started, live worker out of Ready: ("ray" | "store", why), else
+        (None, None)."""
+        ok, fields = self.readiness()
+        if ok or self.phase != "ready" or not fields["live"]:
+            return None, None
+        if not fields["ray_registered"]:
+            return "ray", fields["reason"]
+        if not fields["store"]:
+            return "store", "the store master has not answered the worker's probes"
+        return None, None
 
     @property
     def ready(self) -> bool:
