@@ -47,14 +47,20 @@ def test_status_shows_the_pools_workers_and_watch_redraws_until_ctrl_c(pools, ns
     watch = subprocess.Popen([*STATUS, "sv", "-n", ns, "--watch", "--interval", "0.5"], env=status_env(cluster),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen: list[str] = []
+    errs: list[str] = []  # stderr read as it comes too: a full pipe would block the process it is waited on
     threading.Thread(target=lambda: seen.extend(iter(lambda: watch.stdout.read(1), "")), daemon=True).start()
+    threading.Thread(target=lambda: errs.extend(iter(watch.stderr.readline, "")), daemon=True).start()
     try:
         frames = lambda: "".join(seen).count("Every 0.5s: rewardpool status sv")  # noqa: E731
         started = time.monotonic()
         wait_for(lambda: frames() >= 2, 20, 0.1, what="two frames of --watch")
         assert time.monotonic() - started < 20
         watch.send_signal(signal.SIGINT)
-        assert watch.wait(timeout=10) == 0, watch.stderr.read()
+        try:
+            rc = watch.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"--watch still running 30s after Ctrl-C; stderr: {''.join(errs)[-3000:]}") from None
+        assert rc == 0, "".join(errs)[-3000:]
     finally:
         if watch.poll() is None:
             watch.kill()
