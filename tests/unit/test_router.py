@@ -103,3 +103,20 @@ def test_a_listing_the_gcs_does_not_answer_keeps_the_known_workers(monkeypatch):
                         lambda **_: [{"namespace": "rewardpool", "name": "rewardpool:t/p:w1"}])
     r._members = {"rewardpool:t/p:w1": Member("rewardpool:t/p:w1", None)}
     assert r.refresh() == ["rewardpool:t/p:w1"]
+
+
+def test_a_shadow_worker_gets_no_call_and_one_shadow_batch_at_a_time():
+    r = Router("p:", seed=4)
+    for i, (v, shadow) in enumerate([("old", False), ("old", False), ("new", True)]):
+        r._members[f"w{i}"] = Member(f"w{i}", None, last_used=i / 10, version=v, shadow=shadow)
+    picks = Counter(r.pick().name for _ in range(30))
+    assert set(picks) == {"w0", "w1"}  # calls never go to the shadow
+    assert r.versions() == Counter({"old": 2})  # a call pinned to "new" finds no serving worker of it
+    assert r.pick(version="new") is None and not r.eligible(set(), version="new")
+    s = r.pick_shadow("old")
+    assert s.name == "w2" and s.outstanding == 1
+    assert r.pick_shadow("old") is None  # it has this client's batch: no queue behind a shadow
+    r.done(s, None)
+    assert r.pick_shadow("new") is None  # a shadow of the serving version itself compares nothing
+    r._members["w2"].shadow = False  # promoted
+    assert r.pick_shadow("old") is None and r.versions() == Counter({"old": 2, "new": 1})

@@ -184,6 +184,10 @@ CONTROL_SCHEME = "Bearer"
 # The operator's drain request as a pod annotation: the worker honours it from its Downward API annotations
 # file too, so a drain cannot be stranded when the HTTP call never arrives (a network policy mistake).
 DRAIN_ANNOTATION = "rewardpool.io/drain-requested-at"
+# A worker of a new scorer version created for shadow scoring (spec.rollout.shadow): while the pod carries it,
+# the worker scores only the shadow batches clients send it beside the serving version's, and reports how its
+# scores agree; the operator removes it (the worker reads its Downward API file) when the version takes traffic.
+SHADOW_ANNOTATION = "rewardpool.io/shadow-since"
 
 
 # One drain timeout (spec.drainTimeoutSeconds) drives all three: the worker finishes in-flight batches within
@@ -369,6 +373,43 @@ class WorkerConfig(BaseModel):
         return actor_prefix(self.namespace, self.pool) + pod_name
 
 
+class Agreement(BaseModel):
+    """How a shadow worker's scores agree with the serving version's on the same outputs: the running sums
+    of the pairs (x: the serving score, y: the shadow's), which add across workers and give the correlation
+    and the mean difference without keeping the pairs."""
+    model_config = ConfigDict(extra="ignore")
+    n: int = 0
+    sx: float = 0.0
+    sy: float = 0.0
+    sxx: float = 0.0
+    syy: float = 0.0
+    sxy: float = 0.0
+
+    def add(self, x: float, y: float) -> None:
+        self.n += 1
+        self.sx, self.sy = self.sx + x, self.sy + y
+        self.sxx, self.syy, self.sxy = self.sxx + x * x, self.syy + y * y, self.sxy + x * y
+
+    def __add__(self, other: "Agreement") -> "Agreement":
+        return Agreement(n=self.n + other.n, sx=self.sx + other.sx, sy=self.sy + other.sy,
+                         sxx=self.sxx + other.sxx, syy=self.syy + other.syy, sxy=self.sxy + other.sxy)
+
+    @property
+    def mean_difference(self) -> float | None:
+        """Mean of (shadow - serving) over the pairs."""
+        return (self.sy - self.sx) / self.n if self.n else None
+
+    @property
+    def correlation(self) -> float | None:
+        """Pearson's r of the pairs; None with fewer than two, or when either side gave one score throughout."""
+        if self.n < 2:
+            return None
+        vx, vy = self.n * self.sxx - self.sx ** 2, self.n * self.syy - self.sy ** 2
+        if vx <= 1e-12 * max(1.0, self.n * self.sxx) or vy <= 1e-12 * max(1.0, self.n * self.syy):
+            return None
+        return max(-1.0, min(1.0, (self.n * self.sxy - self.sx * self.sy) / (vx * vy) ** 0.5))
+
+
 class WorkerHealth(BaseModel):
     """The /healthz payload: what the operator's drain decisions and `rewardpool status` read (200 when live,
     503 when wedged)."""
@@ -387,3 +428,7 @@ class WorkerHealth(BaseModel):
     # store master does not answer its probes); None when Ready, starting, draining or live-failing.
     unready_cause: Literal["ray", "store"] | None = None
     unready_reason: str | None = None
+    # Shadow scoring (SHADOW_ANNOTATION): whether the worker is in shadow, and its agreement with each serving
+    # scorer version whose outputs it scored beside it.
+    shadow: bool = False
+    agreement: dict[str, Agreement] = Field(default_factory=dict)

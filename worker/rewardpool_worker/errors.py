@@ -12,6 +12,11 @@ class Draining(RewardPoolError):
     """The worker is draining (scale-in or shutdown): it takes no new batch. Send the batch elsewhere."""
 
 
+class Shadowing(RewardPoolError):
+    """The worker shadows the serving scorer version (spec.rollout.shadow): it scores only shadow batches
+    until its version takes traffic. Send the batch to a serving worker."""
+
+
 class Overloaded(RewardPoolError):
     """The worker's queue is full (accepted batches not finished reached its limit): try another or wait."""
 

@@ -26,6 +26,13 @@
   `unavailable_seconds` fails the same way, or, when the call has a longer deadline, one with none until
   then (a recovering pool is waited for).
 
+- **Shadow scoring.** While the pool shadows a new scorer version (spec.rollout.shadow), its new workers take
+  no call; each batch sent to a serving worker also goes, when a shadow worker has none of this client's
+  batches, to that worker at the same time (the same stored outputs, read by each; an inline tensor is sent
+  to both). The call returns the serving version's scores only, after the shadow batch ends (so no shadow
+  read outlives the call that the caller releases after), and the shadow worker is told both scores to
+  report the agreement the operator shows. A shadow batch that fails costs the call nothing.
+
 - **Only the scored frames of inline videos.** When every scorer of a worker picks frames by the frame rule
   (its ready() answer says how many each), an inline (C, F, H, W) tensor is cut to the union of the frames
   they pick before it is sent there (`frames.FrameSubset`), as the framework slices
@@ -47,7 +54,7 @@ import ray
 import torch
 
 from ..contract import READ_SLOTS, ClientMetricNames, actor_prefix
-from ..errors import Cancelled, Draining, Overloaded, PoolUnavailable, SampleError, unwrap
+from ..errors import Cancelled, Draining, Overloaded, PoolUnavailable, SampleError, Shadowing, unwrap
 from ..frames import inline_bytes, subset
 from ..store import MasterUnreachable
 from .router import ANY, BATCH_RETRIES, Member, Router
@@ -60,6 +67,7 @@ OVERLOADED_COOLDOWN_SECONDS = 0.5
 SUSPECT_SECONDS = 30.0
 DEADLINE_GRACE = 0.2  # a worker that held a batch past the caller's deadline
 STORE_RETRY_SECONDS = 0.5  # between tries of a batch whose worker could not reach the store master
+SHADOW_GRACE_SECONDS = 30.0  # how long a call waits for its shadow batches after its own are scored
 MAX_GROUPS = 4096  # groups whose scorer version the client remembers (the least recently used go first)
 
 
@@ -85,6 +93,8 @@ class ScoreReport:
     version: str | None = None  # the scorer version that gave every score of this call
     versions: list = field(default_factory=list)  # per sample: the version that scored it (None: not scored)
     restarts: int = 0  # times the call was scored again because its version left the pool
+    shadowed: int = 0  # samples also scored by a shadow version (spec.rollout.shadow), not returned
+    shadow_tasks: list = field(default_factory=list, repr=False)  # shadow batches the call waits for
 
     @property
     def errors(self) -> list[SampleError]:
@@ -102,7 +112,7 @@ class AsyncRewardPoolClient:
     def __init__(self, pool: str, namespace: str = "default", ray_namespace: str = "rewardpool", *,
                  refresh_seconds: float = 5.0, attempts: int = 4, batch_size: int | None = None,
                  timeout: float | None = None, unavailable_seconds: float = 30.0,
-                 max_outstanding_per_worker: int | None = None, seed: int | None = None):
+                 max_outstanding_per_worker: int | None = None, seed: int | None = None, shadow: bool = True):
         self.router = Router(actor_prefix(namespace, pool), ray_namespace, refresh_seconds, seed=seed)
         self.pool, self.namespace = pool, namespace
         self.attempts, self.batch_size, self.timeout = attempts, batch_size, timeout
@@ -117,6 +127,9 @@ class AsyncRewardPoolClient:
         self.moved = 0  # batches moved from a long queue to a worker with room
         self._groups: OrderedDict[str, str | None] = OrderedDict()  # group key -> the version it is pinned to
         self.group_moves = 0  # groups moved to another version because theirs left the pool
+        self.shadow = shadow  # send shadow batches to a pool's shadow workers
+        self.shadowed = 0  # samples scored by a shadow version beside the serving one
+        self.shadow_failures = 0  # shadow batches that did not come back (never a call's failure)
 
     # ---------------------------------------------------------------------------------------------------------
     @property
@@ -143,7 +156,10 @@ class AsyncRewardPoolClient:
         self._probe_new()
 
     def _probe_new(self) -> None:
-        for m in self.router.unready():
+        now = time.monotonic()
+        # new workers; and shadow workers again now and then: a promoted one takes calls
+        for m in self.router.unready() + [m for m in self.router.shadows()
+                                          if now - m.probed_at > self.router.refresh_seconds]:
             if not m.probing:
                 m.probing = True
                 asyncio.ensure_future(self._probe(m))
@@ -155,11 +171,15 @@ class AsyncRewardPoolClient:
             m.draining = bool(info.get("draining"))
             m.frames = info.get("frames")
             m.version = info.get("version")
+            m.shadow = bool(info.get("shadow"))
+            m.probed_at = time.monotonic()
             m.ready = True
             self._wake()
         except Exception as e:  # noqa: BLE001 (gone while starting)
             log.info("%s did not come up: %s", m.name, type(e).__name__)
             self.router.drop(m.name)
+        finally:
+            m.probing = False
 
     async def _learn(self, deadline: float | None) -> None:
         """The pool's batch size and queue limit, from one worker's ready()."""
@@ -251,7 +271,7 @@ class AsyncRewardPoolClient:
 
     def _rebalance(self, running: int = READ_SLOTS) -> None:
         members = {m.name: m for m in self.router.snapshot()}
-        takers = [m for m in members.values() if m.ready and not m.draining]
+        takers = [m for m in members.values() if m.ready and not m.draining and not m.shadow]
         if not takers:
             return
         total = sum(len(q) for q in self._queued.values())
@@ -310,6 +330,7 @@ class AsyncRewardPoolClient:
             report.sent_bytes += sum(inline_bytes(o) for o in sent)
             ref = (m.handle.score_batch.remote(sent, prompts, batch_id, group=pin.group) if pin.group is not None
                    else m.handle.score_batch.remote(sent, prompts, batch_id))
+            shadow = self._send_shadow(m, outputs, prompts, report)
             del sent
             self._queued.setdefault(m.name, {})[batch_id] = t0
             self._ensure_rebalancer()
@@ -320,6 +341,8 @@ class AsyncRewardPoolClient:
                 elapsed = (time.monotonic() - t0) / depth
                 report.workers[m.name] += 1
                 self.router.served[m.name] += 1
+                if shadow is not None and not shadow.done():
+                    shadow.set_result((m.version, scores))
                 return scores
             except asyncio.TimeoutError:
                 self._cancel_remote(m, ref, batch_id)
@@ -351,6 +374,9 @@ class AsyncRewardPoolClient:
                 if isinstance(cause, Draining):
                     log.info("%s is draining; batch goes elsewhere", m.name)
                     self.router.mark_draining(m.name)
+                elif isinstance(cause, Shadowing):
+                    log.info("%s shadows the serving version; batch goes elsewhere", m.name)
+                    self.router.mark_shadow(m.name)
                 elif isinstance(cause, Overloaded):
                     self.router.exclude(m.name, OVERLOADED_COOLDOWN_SECONDS)
                     await asyncio.sleep(0.05)
@@ -365,6 +391,8 @@ class AsyncRewardPoolClient:
                 else:
                     raise cause from None
             finally:
+                if shadow is not None and not shadow.done():
+                    shadow.set_result(None)  # the serving batch failed: nothing to compare with
                 self._moved.discard(batch_id)
                 if self._queued.get(m.name, {}).pop(batch_id, None) is not None:
                     self.router.done(m, elapsed)
@@ -375,6 +403,45 @@ class AsyncRewardPoolClient:
             BATCH_RETRIES.inc()
             if lost >= self.attempts:
                 raise PoolUnavailable(f"batch lost its worker {lost} times (attempts={self.attempts})") from last
+
+    def _send_shadow(self, m: Member, outputs: list, prompts: list[str], report: ScoreReport):
+        """Send the batch also to an idle shadow worker, if the pool has one; returns the future the serving
+        side resolves with (its version, its scores), or None when no shadow batch went."""
+        if not self.shadow:
+            return None
+        s = self.router.pick_shadow(m.version)
+        if s is None:
+            return None
+        sid = uuid.uuid4().hex
+        sent = [subset(o, s.frames) if s.frames and isinstance(o, torch.Tensor) else o for o in outputs]
+        report.sent_bytes += sum(inline_bytes(o) for o in sent)
+        ref = s.handle.shadow_batch.remote(sent, prompts, sid)
+        serving = asyncio.get_running_loop().create_future()
+        report.shadow_tasks.append(asyncio.ensure_future(self._finish_shadow(s, ref, sid, serving, report)))
+        return serving
+
+    async def _finish_shadow(self, s: Member, ref, sid: str, serving: asyncio.Future, report: ScoreReport) -> None:
+        """The shadow batch's end: its scores and the serving version's go to the shadow worker as pairs."""
+        try:
+            own = await asyncio.wrap_future(ref.future())
+            got = await serving
+            if got is not None and len(got[1]) == len(own):
+                s.handle.record_agreement.remote(got[0], got[1], own)
+                report.shadowed += len(own)
+                self.shadowed += len(own)
+        except asyncio.CancelledError:  # past its grace, or the call ended: skipped a while (it may hang)
+            self._cancel_remote(s, ref, sid)
+            self.router.exclude(s.name, SUSPECT_SECONDS)
+            raise
+        except Exception as e:  # noqa: BLE001 (a shadow batch never fails the call)
+            self.shadow_failures += 1
+            log.info("shadow batch on %s failed: %s: %s", s.name, type(unwrap(e)).__name__, str(unwrap(e))[:200])
+            if isinstance(e, ray.exceptions.RayActorError) and not isinstance(e, ray.exceptions.ActorUnavailableError):
+                self.router.drop(s.name)
+            else:
+                self.router.exclude(s.name, UNREACHABLE_COOLDOWN_SECONDS)
+        finally:
+            self.router.done(s, None)
 
     async def _score_chunk(self, start: int, outputs: list, prompts: list[str], deadline: float | None,
                            report: ScoreReport, pin: _Pin) -> None:
@@ -465,6 +532,32 @@ class AsyncRewardPoolClient:
     async def _score_once(self, outputs: list, prompts: list[str], deadline: float | None, timeout,
                           pin: _Pin) -> ScoreReport:
         report = ScoreReport(results=[None] * len(outputs), versions=[None] * len(outputs))
+        try:
+            await self._score_all(outputs, prompts, deadline, timeout, pin, report)
+            await self._end_shadows(report, deadline)
+            return report
+        finally:  # a call that raised (a deadline, its version gone, cancelled) leaves no shadow batch behind
+            left = [t for t in report.shadow_tasks if not t.done()]
+            for t in left:
+                t.cancel()
+            if left:
+                await asyncio.gather(*left, return_exceptions=True)
+
+    async def _end_shadows(self, report: ScoreReport, deadline: float | None) -> None:
+        """Wait for the call's shadow batches (their reads must end before the caller releases the outputs),
+        at most SHADOW_GRACE_SECONDS past the serving batches and never past the deadline; one still out then
+        is cancelled, and its worker skipped for a while."""
+        if not report.shadow_tasks:
+            return
+        limit = SHADOW_GRACE_SECONDS if deadline is None else min(SHADOW_GRACE_SECONDS,
+                                                                  max(0.0, deadline - time.monotonic()))
+        _, late = await asyncio.wait(report.shadow_tasks, timeout=limit)
+        if late:
+            self.shadow_failures += len(late)
+            log.warning("%d shadow batch(es) still out %.0fs after the call's batches; cancelled", len(late), limit)
+
+    async def _score_all(self, outputs: list, prompts: list[str], deadline: float | None, timeout, pin: _Pin,
+                         report: ScoreReport) -> None:
         n = self.batch_size
         tasks = [asyncio.ensure_future(self._score_chunk(i, outputs[i:i + n], prompts[i:i + n], deadline, report,
                                                          pin))
@@ -499,7 +592,6 @@ class AsyncRewardPoolClient:
         if not any(self._queued.values()) and self._rebalancer is not None:
             self._rebalancer.cancel()  # nothing out: no task left behind on the loop
             self._rebalancer = None
-        return report
 
     async def score(self, outputs: list, prompts: list[str], *, timeout: float | None = None,
                     raise_errors: bool = False, group: str | None = None) -> list:

@@ -44,6 +44,8 @@ class Member:
     ready: bool = True  # answered ready(): constructed (store, buffers, model, warm-up); new members start False
     frames: list[int] | None = None  # its scorers' num_frames when all pick frames (ready()): what to send it
     version: str | None = None  # its scorer version (ready()): a call's batches all go to one version
+    shadow: bool = False  # it shadows the serving version (ready()): only shadow batches go to it
+    probed_at: float = 0.0  # when its ready() last answered (a shadow worker is asked again: promoted yet?)
     probing: bool = False
 
 
@@ -113,8 +115,8 @@ class Router:
     def _eligible(self, exclude: set[str], now: float, version=ANY) -> list[Member]:
         """Not draining, not excluded by the caller, of the scorer version asked for; skipped for a while
         (unreachable, overloaded, past a deadline) only while some other worker is not."""
-        base = [m for m in self._members.values() if m.ready and not m.draining and m.name not in exclude
-                and (version is ANY or m.version == version)]
+        base = [m for m in self._members.values() if m.ready and not m.draining and not m.shadow
+                and m.name not in exclude and (version is ANY or m.version == version)]
         return [m for m in base if m.excluded_until <= now] or base
 
     def eligible(self, exclude: set[str], version=ANY) -> bool:
@@ -122,9 +124,28 @@ class Router:
             return bool(self._eligible(exclude, time.monotonic(), version))
 
     def versions(self) -> Counter:
-        """Ready, not draining workers per scorer version."""
+        """Ready, not draining, serving (not shadow) workers per scorer version."""
         with self._lock:
-            return Counter(m.version for m in self._members.values() if m.ready and not m.draining)
+            return Counter(m.version for m in self._members.values() if m.ready and not m.draining and not m.shadow)
+
+    def shadows(self) -> list[Member]:
+        with self._lock:
+            return [m for m in self._members.values() if m.ready and m.shadow]
+
+    def pick_shadow(self, serving_version) -> Member | None:
+        """A shadow worker of another version than `serving_version` that has no batch of this client (a
+        shadow batch never queues: the sample is what the shadow workers keep up with), its outstanding taken."""
+        with self._lock:
+            now = time.monotonic()
+            idle = [m for m in self._members.values() if m.ready and m.shadow and not m.draining
+                    and m.version != serving_version and m.outstanding == 0 and m.excluded_until <= now]
+            if not idle:
+                return None
+            m = min(idle, key=lambda m: m.last_used)
+            m.outstanding += 1
+            self._seq += 1
+            m.last_used = self._seq
+            return m
 
     def pick(self, exclude: set[str] = frozenset(), version=ANY) -> Member | None:
         """The worker for the next batch (its outstanding count taken), of `version` when one is given, or None
@@ -172,6 +193,11 @@ class Router:
     def snapshot(self) -> list[Member]:
         with self._lock:
             return list(self._members.values())
+
+    def mark_shadow(self, name: str) -> None:
+        with self._lock:
+            if name in self._members:
+                self._members[name].shadow = True
 
     def mark_draining(self, name: str) -> None:
         with self._lock:

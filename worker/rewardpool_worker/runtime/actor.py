@@ -6,19 +6,22 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import threading
 import time
 from pathlib import Path
 
 import ray
 
-from ..contract import GROUP_ACTIVE_SECONDS, READ_SLOTS, WorkerConfig, scorer_version
-from ..errors import Draining
+from ..contract import (ANNOTATIONS_FILE, GROUP_ACTIVE_SECONDS, READ_SLOTS, SHADOW_ANNOTATION, Agreement,
+                        WorkerConfig, scorer_version)
+from ..errors import Draining, Shadowing
 from ..records import OutputRef
 from ..scorers import build_scorers, frames_declared
 from ..scorers.base import option
 from ..scorers.mixture import WEIGHTED
 from ..store import Store, StoreError
+from .network import parse_annotations_file
 from .reader import ALIGN, RegisteredTensorReader
 from .slots import StoredOutputRewardActor
 
@@ -35,6 +38,7 @@ CONTROL = "control"
 CONCURRENCY_GROUPS = {CONTROL: 4}
 STORE_PROBE_KEY = "rewardpool-readiness-probe"  # never put: is_exist on it is a round trip to the master
 STORE_PROBE_SECONDS = 5.0
+SHADOW_READ_SECONDS = 1.0  # how often the pod's annotations file is read for the shadow annotation
 
 
 def model_digest(cfg: WorkerConfig) -> str:
@@ -54,9 +58,19 @@ def model_digest(cfg: WorkerConfig) -> str:
     return h.hexdigest()
 
 
+def headline(score) -> float:
+    """The one number a result agrees on: a single scorer's score, a mixture's weighted sum."""
+    return float(score[WEIGHTED] if isinstance(score, dict) else score)
+
+
 class RewardWorker:
-    def __init__(self, cfg_json: str, local_hostname: str):
+    def __init__(self, cfg_json: str, local_hostname: str, annotations_file: str | None = None):
         self.cfg = WorkerConfig.from_json(cfg_json)
+        # the pod's Downward API annotations: SHADOW_ANNOTATION there puts this worker in shadow (read before
+        # the actor is named, so no client sees it serve first)
+        self._annotations_file = annotations_file or os.environ.get("REWARDPOOL_ANNOTATIONS_FILE", ANNOTATIONS_FILE)
+        self._shadow, self._shadow_read = self._read_shadow(), time.monotonic()
+        self.agreement: dict[str, Agreement] = {}  # serving version -> the pairs of its scores and this one's
         self.store = Store.connect(self.cfg.store, local_hostname)
         cap = self.cfg.read_buffer_max_bytes
         # The cap leaves room for the 64-byte alignment of each output in the buffer.
@@ -86,6 +100,20 @@ class RewardWorker:
         # not stall the stats calls that liveness depends on (an unready worker is left alone, a dead one
         # is restarted: a store outage is not a reason to restart every worker).
         threading.Thread(target=self._probe_forever, daemon=True, name="store-probe").start()
+
+    def _read_shadow(self) -> bool:
+        try:
+            return SHADOW_ANNOTATION in parse_annotations_file(Path(self._annotations_file).read_text())
+        except (OSError, ValueError):  # no file (not under a kubelet), or a partial write: as before
+            return getattr(self, "_shadow", False)
+
+    def shadow(self) -> bool:
+        """In shadow while the pod carries SHADOW_ANNOTATION (read at most every SHADOW_READ_SECONDS)."""
+        if time.monotonic() - self._shadow_read >= SHADOW_READ_SECONDS:
+            was, self._shadow, self._shadow_read = self._shadow, self._read_shadow(), time.monotonic()
+            if was and not self._shadow:
+                log.info("scorer version %s takes traffic (shadow annotation removed)", self.version)
+        return self._shadow
 
     def _probe(self) -> None:
         try:
@@ -118,7 +146,7 @@ class RewardWorker:
                 "warmup_seconds": self.actor.warmup_seconds, "batch_size": self.cfg.scorer.batch_size,
                 "max_queue": MAX_QUEUE, "components": [c.component for c in self.cfg.components],
                 "frames": frames_declared(self.scorer) if self.scorer is not None else None,
-                "draining": self.draining, "version": self.version, "score_ranges": score_ranges(self.scorer,
+                "draining": self.draining, "shadow": self.shadow(), "version": self.version, "score_ranges": score_ranges(self.scorer,
                                                                                                self.cfg),
                 "store_hostname": self.store.hostname}
 
@@ -128,10 +156,29 @@ class RewardWorker:
         pins a group to one scorer version), counted in stats' active_groups."""
         if self.draining:
             raise Draining(f"{self.cfg.pool}: worker is draining")
+        if self.shadow():
+            raise Shadowing(f"{self.cfg.pool}: worker shadows the serving scorer version (version {self.version})")
         if group is not None:
             with self._groups_lock:
                 self._groups[group] = time.monotonic()
         return self.actor.score_batch(outputs, prompts, batch_id)
+
+    def shadow_batch(self, outputs: list, prompts: list[str], batch_id=None) -> list:
+        """A batch a client scores here beside the serving version (the same stored outputs): scores in order,
+        for the client to pair with the serving version's (record_agreement). Taken in shadow or not (a client
+        may still send one just after the version took traffic); refused only while draining."""
+        if self.draining:
+            raise Draining(f"{self.cfg.pool}: worker is draining")
+        return self.actor.score_batch(outputs, prompts, batch_id)
+
+    @ray.method(concurrency_group=CONTROL)
+    def record_agreement(self, serving_version: str, serving: list, own: list) -> int:
+        """Add the pairs (serving version's score, this worker's) of one shadow batch; returns the pairs held
+        against that version."""
+        acc = self.agreement.setdefault(str(serving_version), Agreement())
+        for x, y in zip(serving, own):
+            acc.add(headline(x), headline(y))
+        return acc.n
 
     def _active_groups(self) -> int:
         cut = time.monotonic() - GROUP_ACTIVE_SECONDS
@@ -162,7 +209,8 @@ class RewardWorker:
     @ray.method(concurrency_group=CONTROL)
     def stats(self) -> dict:
         return {**self.actor.stats(), "draining": self.draining, "store_ok": self._store_reachable(),
-                "active_groups": self._active_groups()}
+                "active_groups": self._active_groups(), "shadow": self.shadow(),
+                "agreement": {v: a.model_dump() for v, a in self.agreement.items()}}
 
     @ray.method(concurrency_group=CONTROL)
     def memory(self, reset_peak: bool = False) -> dict:
@@ -202,12 +250,13 @@ def local_node_strategy():
     return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
 
 
-def start_actor(cfg: WorkerConfig, pod_name: str, local_hostname: str):
+def start_actor(cfg: WorkerConfig, pod_name: str, local_hostname: str, annotations_file: str | None = None):
     """Create this pod's named actor on this node; returns its handle once constructed."""
     cls = ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(RewardWorker)
     handle = cls.options(name=cfg.actor_name(pod_name), namespace=cfg.ray.namespace,
                          max_concurrency=MAX_CONCURRENCY, num_cpus=0,
                          num_gpus=cfg.scorer.gpus,
-                         scheduling_strategy=local_node_strategy()).remote(cfg.to_json(), local_hostname)
+                         scheduling_strategy=local_node_strategy()).remote(cfg.to_json(), local_hostname,
+                                                                           annotations_file)
     ray.get(handle.ready.remote())
     return handle

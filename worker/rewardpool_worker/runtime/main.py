@@ -101,7 +101,8 @@ class State:
                             store_hostname=self.detail.get("store_hostname"),
                             queue_depth=self.stats.get("queue_depth", 0), last_batch_seconds_ago=ago,
                             scorer_version=self.detail.get("version"), unready_cause=cause,
-                            unready_reason=because)
+                            unready_reason=because, shadow=bool(self.stats.get("shadow", self.detail.get("shadow"))),
+                            agreement=self.stats.get("agreement") or {})
 
     def unready(self) -> tuple[str | None, str | None]:
         """An outside cause keeping this started, live worker out of Ready: ("ray" | "store", why), else
