@@ -74,6 +74,15 @@ def test_drain_with_the_token_and_after_rotation(worker):
     assert state.drain.is_set()
 
 
+def test_promote_needs_the_token_and_sets_the_promotion(worker):
+    state, url, _ = worker
+    assert call(url + "/promote", "POST")[0] == 401
+    assert call(url + "/promote", "POST", token="guess")[0] == 403
+    assert not state.promote.is_set() and not state.drain.is_set()
+    assert call(url + "/promote", "POST", token="pool-token") == (202, {"shadow": False})
+    assert state.promote.is_set() and not state.drain.is_set()  # a promotion is not a drain
+
+
 def test_drain_annotation_in_the_downward_api_file_drains_without_http(tmp_path):
     state = State()
     ann = tmp_path / "annotations"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import statistics
+import time
 
 import pytest
 import ray
@@ -63,7 +64,9 @@ def test_a_shadow_version_scores_beside_the_serving_one_and_takes_calls_once_pro
                 # the call waited for its shadow batch: nothing of it is still reading on the shadow worker
                 calls.append((r, (await asyncio.to_thread(ray.get, shadow.stats.remote()))["in_flight"]))
             stats = await asyncio.to_thread(ray.get, shadow.stats.remote())
-            annotations(podinfo, shadow=False)  # the operator promotes it: the annotation goes
+            # the operator promotes it (POST /promote reaches the actor; the annotation goes later, with the
+            # kubelet's refresh of the file)
+            assert await asyncio.to_thread(ray.get, shadow.promote.remote()) is True
             # the same client learns the promotion by asking the shadow worker again (every refresh_seconds)
             for _ in range(30):
                 seen.append(await client.score_detailed(refs, ["p"] * n, timeout=60))
@@ -99,3 +102,20 @@ def test_a_shadow_version_scores_beside_the_serving_one_and_takes_calls_once_pro
     finally:
         for a in (serving, shadow):
             ray.kill(a)
+
+
+def test_the_annotation_leaving_the_file_promotes_the_worker_too(ray_cluster, master, tmp_path):
+    """Without the POST (a network policy that blocks it), the kubelet's refresh of the file is enough."""
+    podinfo = tmp_path / "annotations"
+    annotations(podinfo, shadow=True)
+    cfg = pool_cfg(master, "shf", {"class": "tests.worker.custom_scorer:MeanSquare", "batch_size": 2})
+    w = start_actor(cfg, "shf-pod-0", "127.0.0.1", annotations_file=str(podinfo))
+    try:
+        assert ray.get(w.ready.remote())["shadow"] is True
+        annotations(podinfo, shadow=False)
+        deadline = time.monotonic() + 10
+        while ray.get(w.ready.remote())["shadow"] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert ray.get(w.ready.remote())["shadow"] is False and ray.get(w.stats.remote())["shadow"] is False
+    finally:
+        ray.kill(w)

@@ -23,6 +23,7 @@ ANNOTATIONS_FILE = "/etc/podinfo/annotations"
 HTTP_PORT = 8000
 # The worker's HTTP endpoints on HTTP_PORT: reads open to probes and scrapers, control calls authenticated.
 HEALTH_PATH, READY_PATH, METRICS_PATH, DRAIN_PATH = "/healthz", "/readyz", "/metrics", "/drain"
+PROMOTE_PATH = "/promote"  # a shadow worker's version takes traffic now (SHADOW_ANNOTATION removed)
 # The name Multus gives the pod's RoCE interface (the first secondary network); the worker lends its segment
 # on this interface's address.
 ROCE_INTERFACE = "net1"
@@ -186,7 +187,8 @@ CONTROL_SCHEME = "Bearer"
 DRAIN_ANNOTATION = "rewardpool.io/drain-requested-at"
 # A worker of a new scorer version created for shadow scoring (spec.rollout.shadow): while the pod carries it,
 # the worker scores only the shadow batches clients send it beside the serving version's, and reports how its
-# scores agree; the operator removes it (the worker reads its Downward API file) when the version takes traffic.
+# scores agree; the operator removes it when the version takes traffic, and POSTs PROMOTE_PATH so the worker
+# need not wait for the kubelet to refresh its Downward API file.
 SHADOW_ANNOTATION = "rewardpool.io/shadow-since"
 
 

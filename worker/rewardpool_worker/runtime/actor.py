@@ -70,6 +70,7 @@ class RewardWorker:
         # the actor is named, so no client sees it serve first)
         self._annotations_file = annotations_file or os.environ.get("REWARDPOOL_ANNOTATIONS_FILE", ANNOTATIONS_FILE)
         self._shadow, self._shadow_read = self._read_shadow(), time.monotonic()
+        self._promoted = False  # the operator's POST /promote: before the kubelet refreshes the file
         self.agreement: dict[str, Agreement] = {}  # serving version -> the pairs of its scores and this one's
         self.store = Store.connect(self.cfg.store, local_hostname)
         cap = self.cfg.read_buffer_max_bytes
@@ -108,12 +109,23 @@ class RewardWorker:
             return getattr(self, "_shadow", False)
 
     def shadow(self) -> bool:
-        """In shadow while the pod carries SHADOW_ANNOTATION (read at most every SHADOW_READ_SECONDS)."""
+        """In shadow while the pod carries SHADOW_ANNOTATION (read at most every SHADOW_READ_SECONDS), until
+        promoted."""
+        if self._promoted:
+            return False
         if time.monotonic() - self._shadow_read >= SHADOW_READ_SECONDS:
             was, self._shadow, self._shadow_read = self._shadow, self._read_shadow(), time.monotonic()
             if was and not self._shadow:
                 log.info("scorer version %s takes traffic (shadow annotation removed)", self.version)
         return self._shadow
+
+    @ray.method(concurrency_group=CONTROL)
+    def promote(self) -> bool:
+        """This version takes traffic now; returns whether the worker was in shadow."""
+        was, self._promoted = self.shadow(), True
+        if was:
+            log.info("scorer version %s takes traffic (promoted)", self.version)
+        return was
 
     def _probe(self) -> None:
         try:

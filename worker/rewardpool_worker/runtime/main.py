@@ -18,7 +18,7 @@ from pathlib import Path
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ..contract import (ANNOTATIONS_FILE, CONTROL_TOKEN_FILE, DRAIN_ANNOTATION, DRAIN_PATH, HEALTH_PATH, METRICS_PATH,
-                     RAY_GCS_RECONNECT_ENV, READY_PATH, WorkerConfig, WorkerHealth)
+                     PROMOTE_PATH, RAY_GCS_RECONNECT_ENV, READY_PATH, WorkerConfig, WorkerHealth)
 from .control import ControlAuth
 from .metrics import WorkerMetrics
 from .network import local_hostname, parse_annotations_file
@@ -63,6 +63,7 @@ class State:
         self.registered_at: float | None = None  # monotonic time the actor's name last resolved in Ray
         self.registration_error: str | None = None
         self.drain = threading.Event()  # POST /drain: stop taking work, stay up (the operator deletes the pod)
+        self.promote = threading.Event()  # POST /promote: a shadow worker's version takes traffic
         self.stop = threading.Event()  # SIGTERM: drain, then exit
 
     def liveness(self) -> tuple[bool, str]:
@@ -185,13 +186,18 @@ def serve_http(host: str, port: int, state: State, metrics: WorkerMetrics,
                 self._send(404, b"{}")
 
         def do_POST(self):
-            if self.path != DRAIN_PATH:
+            if self.path not in (DRAIN_PATH, PROMOTE_PATH):
                 self._send(404, b"{}")
                 return
             code, why = auth.check(self.headers.get("Authorization"))
             if code != 200:
                 log.warning("refused %s %s from %s: %s", self.command, self.path, self.client_address[0], why)
                 self._send(code, json.dumps({"error": why}).encode())
+                return
+            if self.path == PROMOTE_PATH:
+                log.info("promotion (out of shadow) requested over HTTP by %s", self.client_address[0])
+                state.promote.set()
+                self._send(202, json.dumps({"shadow": False}).encode())
                 return
             log.info("drain requested over HTTP by %s", self.client_address[0])
             state.drain.set()
@@ -379,6 +385,12 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
             state.actor_gone = type(e).__name__
             log.error("the Ray actor is gone (%s): liveness fails from now on", type(e).__name__)
             continue
+        if state.promote.is_set() and stats.get("shadow"):
+            try:
+                ray.get(actor.promote.remote(), timeout=STATS_TIMEOUT_SECONDS)
+                stats = {**stats, "shadow": False}
+            except Exception as e:  # noqa: BLE001 (asked again next round; the annotation file follows anyway)
+                log.warning("could not promote the actor out of shadow: %s", type(e).__name__)
         state.observe(stats, time.monotonic())
         metrics.update(stats)
         if state.drain.is_set() and state.phase == "ready":
