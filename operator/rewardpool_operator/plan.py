@@ -10,13 +10,19 @@ Order of a plan, as `apply` carries it out:
    while the unavailability budget allows;
 5. workers already draining are deleted when `drain.verdict` says nothing is lost;
 6. the built-in autoscaler's new size, if any, is written through /scale.
-Nothing but 6 happens while a blocking finding stands or the RoCE network is missing."""
+Nothing but 6 happens while a blocking finding stands or the RoCE network is missing.
+
+With spec.rollout.shadow, a roll to another scorer version first runs one worker of the new template in
+shadow (SHADOW_ANNOTATION, one worker beyond replicas): while it lasts nothing old is drained and nothing else
+is created; once its agreement with the serving version has shadowSamples pairs (and shadowMinCorrelation
+holds), the annotation is removed and the roll above goes on (the promoted worker is a surplus, so an old one
+drains first)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from rewardpool_worker.contract import (DRAIN_ANNOTATION, EXPECTED_OUTPUTS_ANNOTATION, SCORER_VERSION_LABEL,
-                                        parse_expected_outputs)
+                                        SHADOW_ANNOTATION, Agreement, parse_expected_outputs)
 
 from . import conditions as C
 from . import drain as drain_mod
@@ -55,6 +61,13 @@ class Plan:
     versions: list[dict] = field(default_factory=list)  # scorer versions serving: version, workers, ready
     roll: dict | None = None  # the roll in progress: the template it rolls to, and since when (status.roll)
     held: str = ""  # why the roll waits for groups pinned to an old scorer version (empty: it does not)
+    # shadow scoring (spec.rollout.shadow)
+    shadow: dict | None = None  # status.shadow: the last shadow of a new scorer version, and how it agreed
+    shadow_state: str = ""  # "scoring" (the roll waits for the shadow), "disagrees" (held), "" (none now)
+    shadow_message: str = ""
+    create_shadow: int = 0  # workers of the new template to create in shadow
+    promote: list[str] = field(default_factory=list)  # shadow workers whose version takes traffic now
+    promoted_now: bool = False  # this pass decided the promotion (its event is said once)
 
 
 def _node_not_ready_since(node: dict) -> float | None:
@@ -150,6 +163,71 @@ def _hold_pinned(chosen: list[dict], serving: list[dict], max_skew: int | None, 
     return allowed
 
 
+def _marked(pod: dict) -> bool:
+    return SHADOW_ANNOTATION in (pod["metadata"].get("annotations") or {})
+
+
+def _fmt(x: float | None, spec: str = ".3f") -> str:
+    return "n/a" if x is None else format(x, spec)
+
+
+def _shadow(pool: Pool, serving: list[dict], want_hash: str, want_version: str, health: dict, old: dict,
+            now: float, p: Plan) -> bool:
+    """Whether the roll is in its shadow phase now; fills in p.shadow (status), p.shadow_state and message,
+    p.create_shadow and p.promote. The phase lasts while a Ready worker of another scorer version serves and
+    the shadow of this template has not been promoted (status.shadow remembers it)."""
+    cfg = pool.spec.rollout
+    against = sorted({_version(x) for x in serving
+                      if not _marked(x) and is_ready(x) and x["metadata"]["labels"].get(HASH_LABEL) != want_hash}
+                     - {want_version})
+    last = old.get("shadow") or {}
+    mine = [x for x in serving if _marked(x) and x["metadata"]["labels"].get(HASH_LABEL) == want_hash]
+    # a worker of this template without the mark serves already (promoted, and the status write did not land;
+    # or shadow was turned on mid-roll): no shadow phase then
+    serves = any(not _marked(x) and x["metadata"]["labels"].get(HASH_LABEL) == want_hash for x in serving)
+    ours = last.get("to") == want_hash
+    if not (cfg.shadow and against and not serves and not (ours and last.get("promoted"))):
+        # no shadow phase (off, nothing else serves, or promoted already): a marked worker of this template
+        # serves (shadow turned off mid-way, or its promotion was not seen yet)
+        p.promote = [_name(x) for x in mine]
+        p.promoted_now = bool(mine) and not (ours and last.get("promoted"))
+        if p.promoted_now:
+            p.shadow_message = (f"scorer version {want_version} takes traffic: "
+                                + ("spec.rollout.shadow was turned off" if not cfg.shadow else
+                                   "no other scorer version serves any more"))
+        p.shadow = {**last, "promoted": last.get("promoted") or C.now(now)} if mine and ours else (last or None)
+        return False
+    agreement = Agreement()
+    for x in mine:
+        reported = (health.get(_name(x)) or {}).get("agreement") or {}
+        for v in against:
+            if v in reported:
+                agreement = agreement + Agreement(**reported[v])
+    r, diff = agreement.correlation, agreement.mean_difference
+    p.shadow = {"to": want_hash, "version": want_version, "against": against, "workers": [_name(x) for x in mine],
+                "samples": agreement.n, "correlation": None if r is None else round(r, 4),
+                "meanDifference": None if diff is None else round(diff, 6),
+                "since": last["since"] if ours and last.get("since") else C.now(now), "promoted": None}
+    said = (f"scorer version {want_version} in shadow of {', '.join(against)}: {agreement.n}/{cfg.shadowSamples} "
+            f"samples, correlation {_fmt(r)}, mean difference {_fmt(diff, '+.4g')}")
+    p.shadow_state, p.shadow_message = "scoring", said
+    if not mine:
+        p.create_shadow = 1
+        p.shadow_message = f"starting a worker of scorer version {want_version} in shadow of {', '.join(against)}"
+    elif agreement.n < cfg.shadowSamples:
+        p.shadow_message = f"{said}; the old version serves until then"
+    elif cfg.shadowMinCorrelation is not None and (r is None or r < cfg.shadowMinCorrelation):
+        p.shadow_state = "disagrees"
+        p.shadow_message = (f"{said}: below shadowMinCorrelation {cfg.shadowMinCorrelation}; the roll holds and "
+                            "the old version serves until the spec changes")
+        p.problems.append(Problem(R.SHADOW_DISAGREES, p.shadow_message))
+    else:
+        p.promote, p.promoted_now = [_name(x) for x in mine], True
+        p.shadow["promoted"] = C.now(now)
+        p.shadow_message = f"{said}: it takes traffic"
+    return True
+
+
 def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, observed: Observed,
          blocking: bool, network: Network, old_status: dict) -> Plan:
     p = Plan(template=template, want_hash=want_hash, managed=network.ok and not blocking)
@@ -165,18 +243,28 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
     started_at = {_name(x): C.epoch(x["metadata"]["annotations"][DRAIN_ANNOTATION]) or now for x in draining}
     p.oldest_drain_seconds = max((now - t for t in started_at.values()), default=0.0)
     per_worker = observed.signals.per_worker
+    want_version = (template["metadata"].get("labels") or {}).get(SCORER_VERSION_LABEL, "unknown")
+    # shadow workers of a template no longer wanted serve nothing: they go at once
+    old_shadows = [x for x in serving if _marked(x) and x["metadata"]["labels"].get(HASH_LABEL) != want_hash]
+    serving = [x for x in serving if x not in old_shadows]
+    in_shadow = p.managed and _shadow(pool, serving, want_hash, want_version, observed.health, old_status, now, p)
+    if in_shadow:  # the shadow workers count for nothing below: not replicas, not versions serving
+        serving = [x for x in serving if not _marked(x)]
     p.versions = scorer_versions(serving)
 
     for pod, why in lost:  # dead either way: cleaned up even while the pool is blocked (not replaced then)
         p.delete.append((_name(pod), "Warning", R.WORKER_LOST, f"worker pod {_name(pod)} {why}"
                          + ("; replacing it" if p.managed else "")))
     if p.managed:
+        for pod in old_shadows:
+            p.drain.append((_name(pod), "a shadow of a template no longer wanted"))
         surplus = len(serving) - replicas
         for pod in removal_order(serving, want_hash, per_worker)[:max(surplus, 0)]:
             p.drain.append((_name(pod), "scale in"))
         marked = {n for n, _ in p.drain}
         serving = [x for x in serving if _name(x) not in marked]
-        p.create = max(replicas - len(serving), 0)
+        # in the shadow phase the new template's workers would take traffic: lost ones are replaced after it
+        p.create = 0 if in_shadow else max(replicas - len(serving), 0)
         stale = [x for x in serving if x["metadata"]["labels"].get(HASH_LABEL) != want_hash]
         holding = [x for x in terminating if not stuck_terminating(x, observed.nodes, now)]
         # Workers about to be created count as unavailable: a roll never outruns its replacements.
@@ -189,7 +277,8 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
             p.drain.append((_name(pod), "spec changed; it was not Ready"))
         ready_stale = [x for x in stale if is_ready(x)]
         p.roll = _roll(old_status.get("roll"), want_hash, now) if stale else None
-        chosen = removal_order(ready_stale, want_hash, per_worker)[:roll_allowance(replicas, unavailable)]
+        chosen = [] if in_shadow else \
+            removal_order(ready_stale, want_hash, per_worker)[:roll_allowance(replicas, unavailable)]
         for pod in _hold_pinned(chosen, serving, spec.rollout.maxVersionSkewSeconds, p, observed.signals.groups,
                                 now):
             p.drain.append((_name(pod), "spec changed"))

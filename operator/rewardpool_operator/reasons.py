@@ -47,6 +47,8 @@ WAITING_FOR_READY = "WaitingForReady"
 UNSCHEDULABLE = "Unschedulable"
 PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"  # Progressing False, yet unhealthy: a roll that stopped
 WAITING_FOR_PINNED_GROUPS = "WaitingForPinnedGroups"  # Progressing True: a roll holds for groups (maxVersionSkewSeconds)
+SHADOW_SCORING = "ShadowScoring"  # Progressing True: a new scorer version scores beside the serving one (rollout.shadow)
+SHADOW_DISAGREES = "ShadowDisagrees"  # Progressing False and Degraded: below rollout.shadowMinCorrelation, held
 # InvalidSpec (otherwise the first blocking finding's reason)
 SPEC_VALID = "SpecValid"
 SPEC_NOT_UNDERSTOOD = "SpecNotUnderstood"
@@ -57,6 +59,7 @@ NO_FAILURES = "NoFailures"
 FAILED_CREATE = "FailedCreate"
 FAILED_DELETE = "FailedDelete"
 FAILED_DRAIN = "FailedDrain"
+FAILED_PROMOTE = "FailedPromote"
 # NetworkReady
 POD_NETWORK_ONLY = "PodNetworkOnly"
 ATTACHMENT_READY = "AttachmentReady"
@@ -83,6 +86,8 @@ DISRUPTION_BUDGET_CREATED = "DisruptionBudgetCreated"
 CONTROL_TOKEN_CREATED = "ControlTokenCreated"
 NETWORK_ATTACHMENT_CREATED = "NetworkAttachmentCreated"
 NETWORK_ATTACHMENT_UPDATED = "NetworkAttachmentUpdated"
+SHADOW_STARTED = "ShadowStarted"
+SHADOW_PROMOTED = "ShadowPromoted"
 
 # ---- a drain's verdict (drain.py), said in the WorkerDeleted message ---------------------------------------------
 DRAINED = "Drained"

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from kubernetes_asyncio.client.exceptions import ApiException
 from pydantic import ValidationError
 
-from rewardpool_worker.contract import DRAIN_ANNOTATION
+from rewardpool_worker.contract import DRAIN_ANNOTATION, SHADOW_ANNOTATION
 
 from . import conditions as C
 from . import podstatus
@@ -146,7 +146,9 @@ async def _observe(workers: WorkerClient, pool: Pool, nodes: dict[str, dict], ca
         memory.store_hostname.pop(gone, None)
     for pod in live:
         if DRAIN_ANNOTATION not in (pod["metadata"].get("annotations") or {}):
-            if not is_ready(pod) and _started(pod) and pod_ip(pod):  # why not Ready, if the cause is outside
+            if SHADOW_ANNOTATION in (pod["metadata"].get("annotations") or {}) and pod_ip(pod):
+                obs.health[pod["metadata"]["name"]] = await workers.health(pod_ip(pod))  # its agreement
+            elif not is_ready(pod) and _started(pod) and pod_ip(pod):  # why not Ready, if the cause is outside
                 obs.health[pod["metadata"]["name"]] = await workers.health(pod_ip(pod))
             continue
         name, ip = pod["metadata"]["name"], pod_ip(pod)
@@ -200,9 +202,23 @@ async def _apply(kube: Kube, workers: WorkerClient, body: dict, pool: Pool, p: P
         ip = pod_ip(by_name[name])
         if ip and token:  # the annotation is the request (the worker reads it too); the call makes it immediate
             await workers.drain(ip, token)
+    for name in p.promote:  # the annotation is the decision (the worker reads it); the call makes it immediate
+        try:
+            await kube.annotate_pod(ns, name, {SHADOW_ANNOTATION: None})
+        except ApiException as e:
+            failures.append((R.FAILED_PROMOTE, f"promoting shadow worker pod {name}: {api_message(e)}"))
+            break
+        ip = pod_ip(by_name[name]) if name in by_name else None
+        if ip and token:
+            await workers.promote(ip, token)
+    if p.promote and p.promoted_now:
+        await _say(kube, body, "Normal", R.SHADOW_PROMOTED, p.shadow_message)
     created_names: list[str] = []
-    for _ in range(p.create):
+    shadows = [True] * p.create_shadow + [False] * p.create
+    for shadow in shadows:
         meta = {k: v for k, v in p.template["metadata"].items() if k != "generateName"}
+        if shadow:
+            meta = {**meta, "annotations": {**meta.get("annotations", {}), SHADOW_ANNOTATION: C.now()}}
         pod = {**p.template, "metadata": {**meta, "name": _new_name(p.template)}}
         cache.expect(ns, pool.name, pod["metadata"]["name"], CREATE)
         try:
@@ -215,6 +231,11 @@ async def _apply(kube: Kube, workers: WorkerClient, body: dict, pool: Pool, p: P
             failures.append((R.FAILED_CREATE, f"creating a worker pod: {msg}"))
             break
         created_names.append(created["metadata"]["name"])
+        if shadow:
+            await _say(kube, body, "Normal", R.SHADOW_STARTED, f"created worker pod {created_names[-1]} in shadow: "
+                                                               f"{p.shadow_message}")
+    if p.create_shadow:
+        created_names = created_names[p.create_shadow:]
     if created_names:  # one event per pass, as a burst of creates is one decision
         await _say(kube, body, "Normal", R.WORKER_CREATED, _created_message(created_names))
     if p.scale is not None and p.scale.desired != pool.spec.replicas:

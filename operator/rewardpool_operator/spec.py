@@ -143,6 +143,12 @@ class Rollout(_M):
     # Hold a roll's removal of a scorer version's last Ready worker while groups are pinned to it, up to this
     # long after the roll began; None: no hold (pinned groups move to the new version when theirs is gone).
     maxVersionSkewSeconds: int | None = Field(default=None, ge=0)
+    # A roll to another scorer version first runs one worker of it in shadow: it scores a sample of the calls'
+    # outputs beside the serving version, and takes traffic once shadowSamples pairs agree as the status shows
+    # (and at least as well as shadowMinCorrelation, when set).
+    shadow: bool = False
+    shadowSamples: int = Field(default=200, ge=1)
+    shadowMinCorrelation: float | None = Field(default=None, ge=-1.0, le=1.0)
 
 
 class PoolSpec(_M):

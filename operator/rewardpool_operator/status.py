@@ -53,7 +53,11 @@ def compute(pool: Pool, sizing: SizingResult, problems: list[Problem], network: 
         if p.unschedulable:  # say why instead of leaving the pods silently Pending
             reason, message = R.UNSCHEDULABLE, f"{message}; {p.unschedulable}"
         stalled = now - (C.epoch(progress["time"]) or now)
-        if p.held:  # waiting on purpose, bounded by maxVersionSkewSeconds: not a stalled roll
+        if p.shadow_state == "disagrees":  # held for the user: not progressing, and said (Degraded)
+            conds.append(C.cond(R.PROGRESSING, False, R.SHADOW_DISAGREES, f"{message}; {p.shadow_message}"))
+        elif p.shadow_state == "scoring":  # waiting on purpose, for the shadow's samples
+            conds.append(C.cond(R.PROGRESSING, True, R.SHADOW_SCORING, f"{message}; {p.shadow_message}"))
+        elif p.held:  # waiting on purpose, bounded by maxVersionSkewSeconds: not a stalled roll
             conds.append(C.cond(R.PROGRESSING, True, R.WAITING_FOR_PINNED_GROUPS, f"{message}; {p.held}"))
         elif stalled > pool.spec.progressDeadlineSeconds:  # as a Deployment says it: the roll stopped, and why
             conds.append(C.cond(R.PROGRESSING, False, R.PROGRESS_DEADLINE_EXCEEDED,
@@ -91,6 +95,7 @@ def compute(pool: Pool, sizing: SizingResult, problems: list[Problem], network: 
         "memoryFormula": sizing.memory_formula, "networkAttachment": network_ref, "progress": progress,
         "scorerVersions": p.versions,
         "roll": p.roll,  # None deletes it (a merge patch) once the roll is over
+        "shadow": p.shadow,
         "conditions": C.merge(old.get("conditions"), conds, generation),
     }
 

@@ -15,7 +15,8 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from rewardpool_worker.contract import (ACTIVE_GROUPS_METRIC, DRAIN_PATH, HEALTH_PATH, HTTP_PORT, METRICS_PATH,
-                                        PENDING_BYTES_METRIC, QUEUE_DEPTH_METRIC, WorkerHealth, control_header)
+                                        PENDING_BYTES_METRIC, PROMOTE_PATH, QUEUE_DEPTH_METRIC, WorkerHealth,
+                                        control_header)
 
 from .observed import Signals
 
@@ -33,6 +34,9 @@ class WorkerClient(Protocol):
 
     async def drain(self, pod_ip: str, token: str) -> bool:
         """Ask the worker to drain now, with the pool's control token; True when it accepted."""
+
+    async def promote(self, pod_ip: str, token: str) -> bool:
+        """Take a shadow worker out of shadow now, with the pool's control token; True when it accepted."""
 
     async def segment_used_bytes(self, master_metrics: str, segment: str) -> int | None:
         """Bytes the master says are allocated in one client's segment (None if unknown)."""
@@ -100,22 +104,28 @@ class HttpWorkerClient:
     async def drain(self, pod_ip: str, token: str) -> bool:
         """POST /drain. A refusal is logged; the drain annotation the operator wrote first still reaches the
         worker through its Downward API file."""
-        try:
-            async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
-                async with session.post(f"http://{pod_ip}:{HTTP_PORT}{DRAIN_PATH}",
-                                        headers=control_header(token)) as resp:
-                    if resp.status in (401, 403):
-                        log.warning("worker %s refused the drain request (%s): %s", pod_ip, resp.status,
-                                    await resp.text())
-                    return resp.status == 202
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
-            return False
+        return await _control(pod_ip, DRAIN_PATH, token)
+
+    async def promote(self, pod_ip: str, token: str) -> bool:
+        """POST /promote. As with a drain, the annotation the operator removed first reaches the worker anyway."""
+        return await _control(pod_ip, PROMOTE_PATH, token)
 
     async def segment_used_bytes(self, master_metrics: str, segment: str) -> int | None:
         async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
             detail, metrics = await asyncio.gather(_get(session, f"http://{master_metrics}/get_segments_detail"),
                                                    _get(session, f"http://{master_metrics}/metrics"))
         return segment_used(detail, metrics, segment)
+
+
+async def _control(pod_ip: str, path: str, token: str) -> bool:
+    try:
+        async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
+            async with session.post(f"http://{pod_ip}:{HTTP_PORT}{path}", headers=control_header(token)) as resp:
+                if resp.status in (401, 403):
+                    log.warning("worker %s refused %s (%s): %s", pod_ip, path, resp.status, await resp.text())
+                return resp.status == 202
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+        return False
 
 
 def segment_used(detail: str | None, metrics: str | None, segment: str) -> int | None:

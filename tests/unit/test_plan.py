@@ -179,3 +179,94 @@ def test_only_a_versions_last_worker_is_held_and_a_new_roll_starts_its_own_clock
     old = {"roll": {"to": "another-template", "since": rfc3339(NOW - 999)}}
     assert run_plan(LAST_OLD, groups={"10.0.0.1": 1}, old_status=old, **SKEW).roll["since"] == rfc3339(NOW)
     assert run_plan([pod("c"), pod("d")], old_status=_rolling_since(5), **SKEW).roll is None  # no roll: cleared
+
+
+# ---- shadow scoring (spec.rollout.shadow) ------------------------------------------------------------------------
+SHADOW = {"rollout": {"shadow": True, "shadowSamples": 100}}
+OLD_TWO = [_versioned("a", "v1", hash_="old", ip="10.0.0.1", created=1),
+           _versioned("b", "v1", hash_="old", ip="10.0.0.2", created=2)]
+
+
+def _shadow_pod(name="s", hash_="H", ready=True):
+    from rewardpool_worker.contract import SHADOW_ANNOTATION
+
+    p = pod(name, hash_=hash_, ready=ready, ip="10.0.0.9")
+    p["metadata"]["annotations"][SHADOW_ANNOTATION] = rfc3339(NOW - 60)
+    return p
+
+
+def _agreeing(n, sx=10.0, sy=12.0, sxx=30.0, syy=40.0, sxy=34.0):
+    return {"s": {"agreement": {"v1": {"n": n, "sx": sx, "sy": sy, "sxx": sxx, "syy": syy, "sxy": sxy}}}}
+
+
+def _in_shadow_since(seconds_ago, promoted=None):
+    return {"shadow": {"to": "H", "since": rfc3339(NOW - seconds_ago), "promoted": promoted}}
+
+
+def test_a_roll_to_another_scorer_version_starts_one_shadow_worker_and_drains_nothing():
+    pl = run_plan(OLD_TWO, **SHADOW)
+    assert (pl.create_shadow, pl.create, pl.drain, pl.promote) == (1, 0, [], [])
+    assert pl.shadow_state == "scoring" and pl.shadow["against"] == ["v1"] and pl.shadow["samples"] == 0
+    assert pl.shadow["since"] == rfc3339(NOW) and pl.shadow["promoted"] is None
+
+
+def test_while_the_shadow_gathers_samples_the_old_version_serves_alone():
+    pl = run_plan(OLD_TWO + [_shadow_pod()], health=_agreeing(37), old_status=_in_shadow_since(60), **SHADOW)
+    assert (pl.create_shadow, pl.create, pl.drain, pl.promote) == (0, 0, [], [])
+    assert "37/100 samples" in pl.shadow_message and pl.shadow["since"] == rfc3339(NOW - 60)
+    assert pl.versions == [{"version": "v1", "workers": 2, "ready": 2}]  # the shadow is not a version serving
+    assert pl.active == 2 and pl.stale == 2  # nor one of the replicas
+    # its agreement, from the sums the worker reported: r and the mean difference as the contract computes them
+    from rewardpool_worker.contract import Agreement
+    a = Agreement(n=37, sx=10.0, sy=12.0, sxx=30.0, syy=40.0, sxy=34.0)
+    assert pl.shadow["correlation"] == round(a.correlation, 4) and pl.shadow["meanDifference"] == round(2 / 37, 6)
+
+
+def test_enough_samples_promote_the_shadow_then_the_roll_goes_on_with_an_old_worker_first():
+    pl = run_plan(OLD_TWO + [_shadow_pod()], health=_agreeing(100), old_status=_in_shadow_since(60), **SHADOW)
+    assert pl.promote == ["s"] and pl.promoted_now and pl.shadow["promoted"] == rfc3339(NOW)
+    assert pl.drain == [] and pl.create == 0
+    # the next pass: promoted in the status, the annotation not yet gone from the cache: promoted again (no
+    # event), and it is a surplus worker of the new template, so an old one drains
+    after = run_plan(OLD_TWO + [_shadow_pod()], old_status={"shadow": pl.shadow}, **SHADOW)
+    assert after.promote == ["s"] and not after.promoted_now and after.shadow_state == ""
+    assert drained(after) == ["b"] and after.create == 0 and after.shadow == pl.shadow
+
+
+def test_a_shadow_below_the_minimum_correlation_holds_the_roll_and_says_so():
+    spec = {"rollout": {"shadow": True, "shadowSamples": 10, "shadowMinCorrelation": 0.99}}
+    pl = run_plan(OLD_TWO + [_shadow_pod()], health=_agreeing(50), old_status=_in_shadow_since(60), **spec)
+    assert pl.shadow_state == "disagrees" and pl.promote == [] and pl.drain == []
+    assert [x.reason for x in pl.problems] == ["ShadowDisagrees"] and "shadowMinCorrelation 0.99" in pl.problems[0].message
+
+
+@pytest.mark.parametrize("pods,old_status,why", [
+    ([_versioned("a", "v1", hash_="old", ready=False), _versioned("b", "v1", hash_="old", ready=False)], {},
+     "nothing old serves"),
+    (OLD_TWO + [pod("c")], {}, "a worker of the new template serves already"),
+], ids=["nothing-serves", "new-serves"])
+def test_no_shadow_phase_when_it_compares_nothing(pods, old_status, why):
+    pl = run_plan(pods, old_status=old_status, **SHADOW)
+    assert pl.create_shadow == 0 and pl.shadow_state == "", why
+
+
+def test_a_roll_that_keeps_the_scorer_version_needs_no_shadow():
+    from rewardpool_operator import builders, sizing as sizing_mod
+    from tests.factories import pool
+    p = pool(replicas=2, drainTimeoutSeconds=600, **SHADOW)
+    same = builders.pod_template(p, sizing_mod.compute(p.spec))["metadata"]["labels"]["rewardpool.io/scorer-version"]
+    pl = run_plan([_versioned("a", same, hash_="old"), _versioned("b", same, hash_="old")], **SHADOW)
+    assert pl.create_shadow == 0 and drained(pl) == ["b"]  # an ordinary roll (resources, say)
+
+
+def test_in_the_shadow_phase_a_lost_old_worker_is_replaced_only_after_it_and_stale_shadows_go():
+    lost = _versioned("b", "v1", hash_="old", phase="Failed")
+    pl = run_plan([OLD_TWO[0], lost, _shadow_pod(), _shadow_pod("t", hash_="older")], health=_agreeing(5),
+                  old_status=_in_shadow_since(60), **SHADOW)
+    assert deleted(pl) == ["b"] and pl.create == 0 and pl.create_shadow == 0
+    assert drained(pl) == ["t"]  # the shadow of a template no longer wanted serves nothing: it goes at once
+
+
+def test_turning_shadow_off_mid_way_promotes_the_shadow_worker():
+    pl = run_plan(OLD_TWO + [_shadow_pod()], health=_agreeing(5), old_status=_in_shadow_since(60))
+    assert pl.promote == ["s"] and pl.promoted_now and "turned off" in pl.shadow_message

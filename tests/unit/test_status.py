@@ -82,3 +82,34 @@ def test_a_roll_held_for_pinned_groups_says_so_and_is_not_a_stalled_roll():
     assert new["roll"] == old["roll"]
     assert status.compute(p, sizing.compute(p.spec), [], NET, run_plan([pod("c"), pod("d")]),
                           Signals(0, 0, None, 2), [], new, 1, "", now=NOW)["roll"] is None  # over: removed
+
+
+def test_a_shadow_phase_says_its_agreement_and_a_disagreeing_one_is_held_and_warned():
+    from rewardpool_operator import sizing
+    from rewardpool_operator.observed import Signals
+    from rewardpool_worker.contract import SHADOW_ANNOTATION
+    from tests.factories import NET, NOW, pod, pool, rfc3339, run_plan
+
+    def pods():
+        old = [pod("a", hash_="old"), pod("b", hash_="old")]
+        for x in old:
+            x["metadata"]["labels"]["rewardpool.io/scorer-version"] = "v1"
+        s = pod("s", ip="10.0.0.9")
+        s["metadata"]["annotations"][SHADOW_ANNOTATION] = rfc3339(NOW)
+        return old + [s]
+    health = {"s": {"agreement": {"v1": {"n": 30, "sx": 30.0, "sy": 31.0, "sxx": 40.0, "syy": 50.0, "sxy": 20.0}}}}
+    old = {"progress": {"key": "stale", "time": rfc3339(NOW - 10_000)}}  # long past any progress deadline
+    for spec, want in [({"shadow": True, "shadowSamples": 100}, ("True", "ShadowScoring")),
+                       ({"shadow": True, "shadowSamples": 10, "shadowMinCorrelation": 0.5},
+                        ("False", "ShadowDisagrees"))]:
+        p = pool(replicas=2, progressDeadlineSeconds=60, rollout=spec)
+        pl = run_plan(pods(), health=health, old_status=old, rollout=spec)
+        new = status.compute(p, sizing.compute(p.spec), [], NET, pl, Signals(0, 0, None, 2), [], old, 1, "", now=NOW)
+        cond = next(c for c in new["conditions"] if c["type"] == "Progressing")
+        assert (cond["status"], cond["reason"]) == want, cond
+        assert "30/" in cond["message"] and "in shadow of v1" in cond["message"]
+        assert new["shadow"]["samples"] == 30 and new["shadow"]["workers"] == ["s"]
+        assert next(c for c in new["conditions"] if c["type"] == "Ready")["status"] == "False"
+    degraded = next(c for c in new["conditions"] if c["type"] == "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "ShadowDisagrees")
+    assert ("Warning", "ShadowDisagrees") in [(t, r) for t, r, _ in status.warnings(old, new)]
