@@ -292,6 +292,8 @@ CONTEXT = {
     "spec.scorer.class": lambda m: _drop(m, ("spec", "scorer", "name")),
     "spec.scorers": _mixture,
     "spec.scorer.device": lambda m: m["spec"]["scorer"].setdefault("gpus", 1),  # device cuda needs a GPU
+    # GCS fault tolerance needs the Ray cluster's address (spec.ray's CEL rule)
+    "spec.ray.gcsFaultTolerance": lambda m: m["spec"].setdefault("ray", {}).setdefault("address", "ray-head:6379"),
 }
 
 

@@ -117,6 +117,18 @@ def _versions_line(status: dict) -> str:
     return ", ".join(parts) + ("   two versions serving: a roll is in progress" if len(vs) > 1 else "")
 
 
+def _shadow_line(status: dict) -> str | None:
+    """The last shadow scoring (spec.rollout.shadow): the version, its agreement, and whether it took traffic."""
+    sh = status.get("shadow")
+    if not sh:
+        return None
+    r, d = sh.get("correlation"), sh.get("meanDifference")
+    agree = (f"{sh.get('samples', 0)} samples, correlation {'n/a' if r is None else f'{r:.3f}'}, mean difference "
+             f"{'n/a' if d is None else f'{d:+.4g}'}")
+    state = f"took traffic {sh['promoted']}" if sh.get("promoted") else "in shadow, the old version serves"
+    return f"{sh.get('version', '?')} against {', '.join(sh.get('against') or [])}: {agree}; {state}"
+
+
 def _demand_line(status: dict) -> str:
     return (f"queue {status.get('queueDepth', 0)}, pending {human(int(status.get('pendingBytes') or 0))}, "
             f"hint {status.get('demandHint') or 0} outputs")
@@ -217,6 +229,7 @@ def render_pool(pool: dict, pods: list[dict], events: list[dict], health: Mappin
     lines = [f"RewardPool {meta.get('namespace', '?')}/{meta['name']}   age {ago(meta.get('creationTimestamp'), now)}",
              f"Replicas:    {_replicas_line(pool)}",
              f"Versions:    {_versions_line(st)}",
+             *([f"Shadow:      {_shadow_line(st)}"] if _shadow_line(st) else []),
              f"Demand:      {_demand_line(st)}",
              f"Store fill:  {fill_text(pool)}",
              f"Last scale:  {last_scale_text(st.get('lastScale'), now)}",

@@ -268,3 +268,40 @@ def test_autoscaler_without_readable_metrics_holds_the_size(pools, ns):
     pool = pools.get("blind")
     assert pool["spec"]["replicas"] == 3 and pool["status"]["desiredReplicas"] == 3 and len(pools.pods("blind")) == 3
     assert ("Warning", "MetricsUnavailable") in [(t, r) for t, r, _ in pools.events("blind")]
+
+
+def test_a_shadow_roll_starts_one_shadow_worker_holds_and_turning_it_off_promotes_it(pools, ns):
+    from rewardpool_worker.contract import SCORER_VERSION_LABEL, SHADOW_ANNOTATION
+
+    pools.create(pool_manifest("shd", replicas=2, rollout={"shadow": True, "shadowSamples": 50}))
+    pools.wait_ready("shd", 2)
+    old = {p.metadata.name for p in pools.pods("shd")}
+    old_version = {p.metadata.labels[SCORER_VERSION_LABEL] for p in pools.pods("shd")}
+    pools.patch("shd", {"spec": {"image": "rewardpool-worker:v2"}})  # the image is part of the scorer version
+
+    def shadowing():
+        pods = pools.pods("shd")
+        shadows = [p for p in pods if SHADOW_ANNOTATION in (p.metadata.annotations or {})]
+        return len(pods) == 3 and len(shadows) == 1 and shadows[0].spec.containers[0].image.endswith(":v2") \
+            and {p.metadata.name for p in pods} - old == {shadows[0].metadata.name} and shadows[0]
+    shadow = wait_for(shadowing, 60, what="one shadow worker beside the two old ones")
+    time.sleep(5)  # a few reconciles later: still held (kwok workers report no agreement: 0 samples)
+    assert shadowing() and {p.metadata.name for p in pools.pods("shd")} >= old
+    st = pools.get("shd")["status"]
+    assert st["shadow"]["samples"] == 0 and st["shadow"]["against"] == sorted(old_version), st["shadow"]
+    assert st["shadow"]["workers"] == [shadow.metadata.name] and st["shadow"]["promoted"] is None
+    assert pools.condition("shd", "Progressing")["reason"] == "ShadowScoring"
+    assert st["replicas"] == 2  # the shadow is not one of the replicas
+    assert any(r == "ShadowStarted" and shadow.metadata.name in m for _, r, m in pools.events("shd"))
+
+    pools.patch("shd", {"spec": {"rollout": {"shadow": False}}})  # the user stops waiting: promoted, rolled
+
+    def rolled():
+        pods = pools.pods("shd", include_terminating=True)
+        return len(pods) == 2 and all(p.spec.containers[0].image.endswith(":v2") for p in pods) \
+            and not ({p.metadata.name for p in pods} & old)
+    wait_for(rolled, 120, what="the shadow promoted and the old workers replaced")
+    promoted = next(p for p in pools.pods("shd") if p.metadata.name == shadow.metadata.name)  # it stayed
+    assert SHADOW_ANNOTATION not in (promoted.metadata.annotations or {})
+    assert pools.get("shd")["status"]["shadow"]["promoted"]
+    assert any(r == "ShadowPromoted" and "turned off" in m for _, r, m in pools.events("shd"))

@@ -171,3 +171,15 @@ def test_the_scorer_versions_serving_are_shown_and_a_roll_is_called_out():
                                                       {"version": "77d0e2", "workers": 2, "ready": 1}]), [], [], {}, NOW)
     assert "Versions:    3f9a1c (1/1 ready), 77d0e2 (1/2 ready)   two versions serving: a roll is in progress" in two
     assert "Versions:    none reported yet" in statusview.render_pool(pool(), [], [], {}, NOW)
+
+
+def test_a_shadow_is_shown_with_its_agreement_and_whether_it_took_traffic():
+    sh = {"version": "77d0e2", "against": ["3f9a1c"], "samples": 37, "correlation": 0.9812, "meanDifference": -0.25,
+          "promoted": None}
+    text = statusview.render_pool(pool(shadow=sh), [], [], {}, NOW)
+    assert ("Shadow:      77d0e2 against 3f9a1c: 37 samples, correlation 0.981, mean difference -0.25; in shadow, "
+            "the old version serves\n") in text
+    done = statusview.render_pool(pool(shadow={**sh, "correlation": None, "promoted": "2026-12-02T01:00:00Z"}),
+                                  [], [], {}, NOW)
+    assert "correlation n/a" in done and "took traffic 2026-12-02T01:00:00Z" in done
+    assert "Shadow:" not in statusview.render_pool(pool(), [], [], {}, NOW)
