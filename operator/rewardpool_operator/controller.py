@@ -26,7 +26,7 @@ log = logging.getLogger("rewardpool.operator")
 RESYNC_SECONDS = 60.0
 RECONCILES = M.RECONCILES.make()
 RECONCILE_SECONDS = M.RECONCILE_SECONDS.make()
-FAST_SECONDS = 5.0  # how often a pool that autoscales or drains workers is looked at again
+FAST_SECONDS = 5.0  # how often a pool that autoscales, drains or rolls workers is looked at again
 MIN_GAP_SECONDS = 0.25
 
 
@@ -114,7 +114,8 @@ class Controller:
         stale = False
         while key in self.bodies:
             auto = ((self.bodies.get(key) or {}).get("spec") or {}).get("autoscaling") or {}
-            busy = auto.get("enabled") or (status or {}).get("drainingReplicas") or \
+            # a roll in progress is looked at often too: its shadow's samples and pinned groups are read, not watched
+            busy = auto.get("enabled") or (status or {}).get("drainingReplicas") or (status or {}).get("roll") or \
                 (status or {}).get("readyReplicas") != (status or {}).get("replicas")
             period = FAST_SECONDS if busy else self.resync
             try:
