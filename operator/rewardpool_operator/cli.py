@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
+import signal
 import sys
 
 import yaml
@@ -94,6 +96,7 @@ def cmd_status(args) -> int:
         raise SystemExit("error: a pool name cannot be combined with --all-namespaces")
     if args.interval <= 0:
         raise SystemExit("error: --interval must be positive")
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1` prints where it is (a hung watch)
     try:
         return asyncio.run(statusfetch.run(args.pool, args.namespace, args.all_namespaces, args.watch,
                                            args.interval, args.kubeconfig, args.context))

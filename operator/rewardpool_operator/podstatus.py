@@ -4,6 +4,8 @@ non-blocking problems (the Degraded condition and a warning event), so a stuck r
 sitting Pending or ContainerCreating in silence. Pure."""
 from __future__ import annotations
 
+from rewardpool_worker.contract import EXIT_REJOIN
+
 from . import reasons as R
 from .findings import Problem
 
@@ -20,10 +22,32 @@ def unready_problems(pods: list[dict], health: dict[str, dict | None]) -> list[P
     found: dict[str, list[str]] = {}
     for pod in pods:
         h = health.get(pod["metadata"]["name"]) or {}
-        if h.get("unready_cause") in kinds and not pod["metadata"].get("deletionTimestamp"):
+        if pod["metadata"].get("deletionTimestamp"):
+            continue
+        if h.get("unready_cause") in kinds:
             found.setdefault(h["unready_cause"], []).append(f"{pod['metadata']['name']}: {h.get('unready_reason')}")
+        elif not _ready(pod) and _rejoined(pod):  # until it is Ready again: the exit, the restart, the start
+            found.setdefault("ray", []).append(
+                f"{pod['metadata']['name']}: restarted to rejoin the Ray cluster (its actor's name was gone: the "
+                "Ray head restarted)")
     return [Problem(kinds[c][0], f"{len(items)} worker pod(s) {kinds[c][1]}: {'; '.join(sorted(items)[:2])}")
             for c, items in sorted(found.items())]
+
+
+def _ready(pod: dict) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def _rejoined(pod: dict) -> bool:
+    """Its worker's last exit was the one to rejoin Ray (EXIT_REJOIN), not a crash."""
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        last = cs.get("lastState") or {}
+        now = cs.get("state") or {}
+        for term in (last.get("terminated"), now.get("terminated")):
+            if term and term.get("exitCode") == EXIT_REJOIN:
+                return True
+    return False
 
 
 def container_problems(pods: list[dict]) -> list[Problem]:
@@ -35,6 +59,8 @@ def container_problems(pods: list[dict]) -> list[Problem]:
         for cs in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
             waiting = (cs.get("state") or {}).get("waiting") or {}
             reason = waiting.get("reason")
+            if reason == "CrashLoopBackOff" and _rejoined(pod):  # the back-off after a rejoin: said as that
+                continue
             if reason in PULL_REASONS or reason in START_REASONS:
                 kind = R.WORKER_IMAGE_PULL_FAILED if reason in PULL_REASONS else R.WORKER_CONTAINER_FAILING
                 msg = (waiting.get("message") or "").strip().replace("\n", " ")

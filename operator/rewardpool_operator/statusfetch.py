@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 import time
 
@@ -143,10 +144,25 @@ async def run(pool_name: str | None, namespace: str | None, all_namespaces: bool
         print(f"error: no usable Kubernetes config: {e}", file=sys.stderr)
         return 1
     ns = None if all_namespaces else (namespace or default_ns)
+    # A watch ends on Ctrl-C (or SIGTERM) at once, whatever it is waiting for: the signal sets `stop`, and the
+    # frame being fetched is dropped.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    if watch:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
     try:
-        while True:
+        while not stop.is_set():
+            fetch = asyncio.ensure_future(frame(api, pool_name, ns))
+            stopped = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({fetch, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            stopped.cancel()
+            if stop.is_set():
+                fetch.cancel()
+                await asyncio.gather(fetch, return_exceptions=True)
+                break
             try:
-                text, found = await frame(api, pool_name, ns)
+                text, found = fetch.result()
             except ApiException as e:  # in a watch, an API hiccup is shown and the next frame tries again
                 text, found = f"error: {api_message(e)}\n", False
             except aiohttp.ClientError as e:
@@ -157,6 +173,13 @@ async def run(pool_name: str | None, namespace: str | None, all_namespaces: bool
             header = f"Every {interval:g}s: rewardpool status {pool_name or ''}  {time.strftime('%H:%M:%S')}\n\n"
             out.write(CLEAR + header + text)
             out.flush()
-            await asyncio.sleep(interval)
+            try:
+                await asyncio.wait_for(stop.wait(), interval)
+            except asyncio.TimeoutError:
+                pass
+        return 0
     finally:
+        if watch:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
         await api.close()

@@ -59,7 +59,9 @@ def test_status_shows_the_pools_workers_and_watch_redraws_until_ctrl_c(pools, ns
         try:
             rc = watch.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            raise AssertionError(f"--watch still running 30s after Ctrl-C; stderr: {''.join(errs)[-3000:]}") from None
+            watch.send_signal(signal.SIGUSR1)  # its threads' stacks to stderr (faulthandler): where it hangs
+            time.sleep(2)
+            raise AssertionError(f"--watch still running 30s after Ctrl-C; stderr: {''.join(errs)[-6000:]}") from None
         assert rc == 0, "".join(errs)[-3000:]
     finally:
         if watch.poll() is None:

@@ -49,3 +49,26 @@ def test_workers_kept_out_of_ready_by_ray_or_the_store_are_said_with_the_workers
     assert [p.reason for p in probs] == ["WorkersNotFoundInRay", "WorkersCannotReachStore"]
     assert "1 worker pod(s) cannot be found in Ray: p-1: the actor's name does not resolve" in probs[0].message
     assert "p-2" in probs[1].message and not any(p.blocking for p in probs)
+
+
+def test_a_worker_restarted_to_rejoin_ray_is_said_as_that_until_ready_not_as_a_crash_loop():
+    """The kubelet's container status after the worker exited with EXIT_REJOIN: its last state terminated with
+    that code, the back-off, then running while it starts again."""
+    from rewardpool_operator.podstatus import container_problems, unready_problems
+    from rewardpool_worker.contract import EXIT_REJOIN
+
+    def pod(name, state, exit_code, ready=False):
+        return {"metadata": {"name": name}, "status": {
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            "containerStatuses": [{"name": "worker", "image": "w:1", "restartCount": 1, "state": state,
+                                   "lastState": {"terminated": {"exitCode": exit_code, "reason": "Error"}}}]}}
+    backoff = {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 10s restarting failed container"}}
+    running = {"running": {"startedAt": "2026-12-02T00:00:00Z"}}
+    pods = [pod("a", backoff, EXIT_REJOIN), pod("b", running, EXIT_REJOIN), pod("c", running, EXIT_REJOIN, True),
+            pod("d", backoff, 1)]
+    probs = unready_problems(pods, {})
+    assert [p.reason for p in probs] == ["WorkersNotFoundInRay"] and probs[0].message.startswith("2 worker pod(s)")
+    assert "a: restarted to rejoin the Ray cluster" in probs[0].message and "c:" not in probs[0].message
+    crash = container_problems(pods)  # only the real crash loop is one
+    assert [p.reason for p in crash] == ["WorkerContainerFailing"] and "d (image" in crash[0].message
+    assert "a (image" not in crash[0].message

@@ -122,7 +122,10 @@ def test_ranged_reads_score_bit_identically_to_whole_reads(store, clip_dir):
         assert got[True] == got[False]
         assert got[True, "bytes"] == sum(r.nbytes for r in refs[:2]) * frames // 121 + refs[2].nbytes
         assert got[False, "bytes"] == sum(r.nbytes for r in refs)
-    assert got[True][0]["pickscore"] == build_scorer(pick).score_batch(videos[:1], prompts[:1])[0]
+    # the same video scored alone: another batch shape, so the last bits of the float32 forward may differ
+    # (the ranged and whole reads above go through the same batches, and agree to the bit)
+    assert got[True][0]["pickscore"] == pytest.approx(build_scorer(pick).score_batch(videos[:1], prompts[:1])[0],
+                                                      rel=1e-5)
 
 
 def test_the_image_backend_is_the_frameworks(clip_dir):

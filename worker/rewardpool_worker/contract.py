@@ -202,6 +202,12 @@ def termination_grace_seconds(drain_timeout: int) -> int:
     return drain_timeout + DRAIN_GRACE_MARGIN_SECONDS
 
 
+# The worker's exit status when it leaves to rejoin the Ray cluster (its actor's name is gone: a Ray head
+# restarted without GCS fault tolerance); the kubelet restarts it, and the operator reads it in the container's
+# last state as "rejoining Ray", not as a crash.
+EXIT_REJOIN = 3
+
+
 # A client's demand hint: `{"outputs": N, "until": RFC 3339}` as an annotation on the RewardPool, written by
 # `rewardpool_worker.client.demand.expect` at a rollout's start and read by the operator's autoscaler, so the
 # pool grows before the queue builds, and can start from zero workers (no worker, no queue to read).

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from ..contract import (ANNOTATIONS_FILE, CONTROL_TOKEN_FILE, DRAIN_ANNOTATION, DRAIN_PATH, HEALTH_PATH, METRICS_PATH,
+from ..contract import (ANNOTATIONS_FILE, CONTROL_TOKEN_FILE, DRAIN_ANNOTATION, DRAIN_PATH, EXIT_REJOIN, HEALTH_PATH,
+                     METRICS_PATH,
                      PROMOTE_PATH, RAY_GCS_RECONNECT_ENV, READY_PATH, WorkerConfig, WorkerHealth)
 from .control import ControlAuth
 from .metrics import WorkerMetrics
@@ -43,7 +44,6 @@ REGISTRATION_SECONDS = 2.0
 REGISTRATION_TIMEOUT_SECONDS = 5.0
 REGISTRATION_STALE_SECONDS = 10.0
 REJOIN_AFTER_SECONDS = float(os.environ.get("REWARDPOOL_REJOIN_AFTER_SECONDS", "30"))
-EXIT_REJOIN = 3
 REJOIN_DRAIN_SECONDS = 30.0
 
 
