@@ -95,9 +95,19 @@ def compute(pool: Pool, sizing: SizingResult, problems: list[Problem], network: 
         "memoryFormula": sizing.memory_formula, "networkAttachment": network_ref, "progress": progress,
         "scorerVersions": p.versions,
         "roll": p.roll,  # None deletes it (a merge patch) once the roll is over
-        "shadow": p.shadow,
+        "shadow": _as_patch(p.shadow, old.get("shadow")),
         "conditions": C.merge(old.get("conditions"), conds, generation),
     }
+
+
+def _as_patch(new: dict | None, old: dict | None) -> dict | None:
+    """`new` as a merge patch over `old` writes it: a null stored is a key deleted, so nulls are left out, and
+    a key of `old` that `new` lacks is sent as null. Equal to `old` once written (no write on every pass)."""
+    if new is None:
+        return None
+    out = {k: v for k, v in new.items() if v is not None}
+    out.update({k: None for k in old or {} if k not in out})
+    return out
 
 
 def warnings(old: dict, new: dict) -> list[tuple[str, str, str]]:

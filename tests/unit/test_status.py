@@ -113,3 +113,16 @@ def test_a_shadow_phase_says_its_agreement_and_a_disagreeing_one_is_held_and_war
     degraded = next(c for c in new["conditions"] if c["type"] == "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "ShadowDisagrees")
     assert ("Warning", "ShadowDisagrees") in [(t, r) for t, r, _ in status.warnings(old, new)]
+
+
+def test_the_shadow_status_is_a_merge_patch_that_settles():
+    """A null in a merge patch deletes the key: the status sends none it means to keep, and once written, the
+    next pass computes the same object (no write every pass)."""
+    from rewardpool_operator.status import _as_patch
+
+    new = {"to": "H", "samples": 3, "correlation": None, "promoted": None}
+    sent = _as_patch(new, {"to": "G", "samples": 9, "promoted": "2026-12-01T00:00:00Z", "correlation": 0.5})
+    assert sent == {"to": "H", "samples": 3, "correlation": None, "promoted": None}  # the old values go
+    stored = {k: v for k, v in sent.items() if v is not None}  # what the API server keeps
+    assert _as_patch(new, stored) == stored
+    assert _as_patch(None, stored) is None
