@@ -319,49 +319,54 @@ def test_a_shadow_roll_scores_beside_the_serving_version_then_takes_traffic(kube
     old = {p["metadata"]["labels"][version] for p in _workers(kube, pool_ns)}
     assert len(old) == 1
     frames = kube.json("rewardpool", "-n", pool_ns, POOL)["spec"]["scorer"].get("numFrames") or 4
+    pool_names = {p["metadata"]["name"] for p in _workers(kube, pool_ns)}
     kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p",
          json.dumps({"spec": {"rollout": {"shadow": True, "shadowSamples": 40}}}))
-    _start_job(kube, node, pool_ns, "rollout-shadow", samples=8, batch=2, rounds=120, pause=0.5)
-    wait_for(lambda: "ROUND 0 scored" in kube("logs", "-n", pool_ns, "job/rollout-shadow", check=False).stdout,
-             timeout=240, interval=1, what="the rollout's first round scored")
-    kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p",
-         # a third worker (the shadow) has to fit beside two on the 2-core node: the new template asks for less
-         json.dumps({"spec": {"scorer": {"numFrames": 2 if frames != 2 else 5},
-                              "resources": {"requests": {"cpu": "300m"}}}}))
+    try:
+        kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p",
+             # a third worker (the shadow) has to fit beside two on the 2-core node: the new template asks less
+             json.dumps({"spec": {"scorer": {"numFrames": 2 if frames != 2 else 5},
+                                  "resources": {"requests": {"cpu": "300m"}}}}))
 
-    def shadow_scoring():
-        st = kube.json("rewardpool", "-n", pool_ns, POOL)["status"]
-        c = next(c for c in st["conditions"] if c["type"] == "Progressing")
-        shadows = [p for p in _workers(kube, pool_ns) if SHADOW_ANNOTATION in p["metadata"].get("annotations", {})]
-        return (c["reason"] == "ShadowScoring" and shadows and (st.get("shadow") or {}).get("samples", 0) > 0
-                and (st, shadows[0]))
-    st, shadow = wait_for(shadow_scoring, timeout=300, interval=1, what="a shadow worker reporting samples")
-    # while the shadow scores, only the old version serves
-    assert [v["version"] for v in st["scorerVersions"]] == sorted(old) and st["shadow"]["against"] == sorted(old)
-    assert shadow["metadata"]["labels"][version] not in old
+        def shadow_ready():
+            st = kube.json("rewardpool", "-n", pool_ns, POOL)["status"]
+            c = next(c for c in st["conditions"] if c["type"] == "Progressing")
+            shadows = [p for p in _workers(kube, pool_ns) if SHADOW_ANNOTATION in p["metadata"].get("annotations", {})
+                       and any(x["type"] == "Ready" and x["status"] == "True" for x in p["status"].get("conditions", []))]
+            return c["reason"] == "ShadowScoring" and shadows and (st, shadows[0])
+        # the shadow worker up (a worker's start on this node takes a minute or two), with no sample yet: no
+        # traffic, and the roll waits for it
+        st, shadow = wait_for(shadow_ready, timeout=400, interval=1, what="a Ready shadow worker, the roll held")
+        assert [v["version"] for v in st["scorerVersions"]] == sorted(old) and st["shadow"]["against"] == sorted(old)
+        assert shadow["metadata"]["labels"][version] not in old and st["shadow"].get("samples", 0) == 0
+        assert {p["metadata"]["name"] for p in _workers(kube, pool_ns)} - {shadow["metadata"]["name"]} == pool_names
+        _start_job(kube, node, pool_ns, "rollout-shadow", samples=8, batch=2, rounds=80, pause=0.5)
 
-    def promoted():
-        sh = kube.json("rewardpool", "-n", pool_ns, POOL)["status"].get("shadow") or {}
-        return sh.get("promoted") and sh
-    sh = wait_for(promoted, timeout=400, interval=1, what="the shadow promoted at 40 samples")
-    assert sh["samples"] >= 40 and sh["correlation"] is not None, sh
-    result = job_result_of(kube, pool_ns, "rollout-shadow", timeout=600)
-    assert result["scored"] == 960 and result["left"] == 0 and result["pending"] == 0, result
-    assert {v.rsplit("-", 1)[0] for v in result["versions"]} <= old | {shadow["metadata"]["labels"][version]}, result
+        def promoted():
+            sh = kube.json("rewardpool", "-n", pool_ns, POOL)["status"].get("shadow") or {}
+            return sh.get("promoted") and sh
+        sh = wait_for(promoted, timeout=400, interval=1, what="the shadow promoted at 40 samples")
+        assert sh["samples"] >= 40 and sh.get("correlation") is not None, sh
+        result = job_result_of(kube, pool_ns, "rollout-shadow", timeout=600)
+        assert result["scored"] == 640 and result["left"] == 0 and result["pending"] == 0, result
+        assert {v.rsplit("-", 1)[0] for v in result["versions"]} <= old | {shadow["metadata"]["labels"][version]}
 
-    def rolled():
-        pods = pool_ready(kube, pool_ns, POOL, 2)()
-        return pods if pods and all(p["metadata"]["labels"][version] not in old for p in pods) else None
-    pods = wait_for(rolled, timeout=400, interval=1, what="the roll completed after the promotion")
-    assert shadow["metadata"]["name"] in {p["metadata"]["name"] for p in pods}  # the promoted worker stayed
-    assert not any(SHADOW_ANNOTATION in p["metadata"].get("annotations", {}) for p in pods)
-    reasons = [e["reason"] for e in kube.json("events", "-n", pool_ns)["items"]
-               if e["involvedObject"].get("name") == POOL]
-    assert "ShadowStarted" in reasons and "ShadowPromoted" in reasons, reasons
-    print(f"\nshadow: {sh['samples']} samples, correlation {sh['correlation']}, mean difference "
-          f"{sh['meanDifference']}; job versions {result['versions']}")
-    kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p",
-         json.dumps({"spec": {"rollout": {"shadow": None, "shadowSamples": None}}}))
+        def rolled():
+            pods = pool_ready(kube, pool_ns, POOL, 2)()
+            return pods if pods and all(p["metadata"]["labels"][version] not in old for p in pods) else None
+        pods = wait_for(rolled, timeout=400, interval=1, what="the roll completed after the promotion")
+        assert shadow["metadata"]["name"] in {p["metadata"]["name"] for p in pods}  # the promoted worker stayed
+        assert not any(SHADOW_ANNOTATION in p["metadata"].get("annotations", {}) for p in pods)
+        reasons = [e["reason"] for e in kube.json("events", "-n", pool_ns)["items"]
+                   if e["involvedObject"].get("name") == POOL]
+        assert "ShadowStarted" in reasons and "ShadowPromoted" in reasons, reasons
+        print(f"\nshadow: {sh['samples']} samples, correlation {sh.get('correlation')}, mean difference "
+              f"{sh.get('meanDifference')}; job versions {result['versions']}")
+    finally:  # shadow off (a shadow still waiting is promoted), and the pool settled for the tests after this
+        kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p",
+             json.dumps({"spec": {"rollout": {"shadow": None, "shadowSamples": None}}}))
+        wait_for(lambda: pool_ready(kube, pool_ns, POOL, 2)() and not kube.json("rewardpool", "-n", pool_ns, POOL)[
+            "status"].get("roll"), timeout=400, interval=1, what="the pool back at 2 Ready workers, no roll")
 
 
 def test_a_missing_image_shows_in_the_pool_status(kube, node, incluster_operator, rns):
