@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rewardpool_worker.contract import (DRAIN_ANNOTATION, EXPECTED_OUTPUTS_ANNOTATION, SCORER_VERSION_LABEL,
-                                        SHADOW_ANNOTATION, Agreement, parse_expected_outputs)
+                                        SHADOW_ANNOTATION, Agreement, parse_expected_outputs, version_label)
 
 from . import conditions as C
 from . import drain as drain_mod
@@ -199,10 +199,10 @@ def _shadow(pool: Pool, serving: list[dict], want_hash: str, want_version: str, 
         return False
     agreement = Agreement()
     for x in mine:
-        reported = (health.get(_name(x)) or {}).get("agreement") or {}
-        for v in against:
-            if v in reported:
-                agreement = agreement + Agreement(**reported[v])
+        # keyed by the serving workers' full versions (their label's digest, then their model files')
+        for v, sums in ((health.get(_name(x)) or {}).get("agreement") or {}).items():
+            if version_label(v) in against:
+                agreement = agreement + Agreement(**sums)
     r, diff = agreement.correlation, agreement.mean_difference
     p.shadow = {"to": want_hash, "version": want_version, "against": against, "workers": [_name(x) for x in mine],
                 "samples": agreement.n, "correlation": None if r is None else round(r, 4),

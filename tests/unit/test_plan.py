@@ -196,7 +196,7 @@ def _shadow_pod(name="s", hash_="H", ready=True):
 
 
 def _agreeing(n, sx=10.0, sy=12.0, sxx=30.0, syy=40.0, sxy=34.0):
-    return {"s": {"agreement": {"v1": {"n": n, "sx": sx, "sy": sy, "sxx": sxx, "syy": syy, "sxy": sxy}}}}
+    return {"s": {"agreement": {"v1-0a1b2c3d": {"n": n, "sx": sx, "sy": sy, "sxx": sxx, "syy": syy, "sxy": sxy}}}}
 
 
 def _in_shadow_since(seconds_ago, promoted=None):

@@ -97,7 +97,7 @@ def test_a_shadow_phase_says_its_agreement_and_a_disagreeing_one_is_held_and_war
         s = pod("s", ip="10.0.0.9")
         s["metadata"]["annotations"][SHADOW_ANNOTATION] = rfc3339(NOW)
         return old + [s]
-    health = {"s": {"agreement": {"v1": {"n": 30, "sx": 30.0, "sy": 31.0, "sxx": 40.0, "syy": 50.0, "sxy": 20.0}}}}
+    health = {"s": {"agreement": {"v1-0a1b2c3d": {"n": 30, "sx": 30.0, "sy": 31.0, "sxx": 40.0, "syy": 50.0, "sxy": 20.0}}}}
     old = {"progress": {"key": "stale", "time": rfc3339(NOW - 10_000)}}  # long past any progress deadline
     for spec, want in [({"shadow": True, "shadowSamples": 100}, ("True", "ShadowScoring")),
                        ({"shadow": True, "shadowSamples": 10, "shadowMinCorrelation": 0.5},

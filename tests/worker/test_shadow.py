@@ -13,7 +13,7 @@ import ray
 
 from rewardpool_devcluster.producer import make_tensor
 from rewardpool_worker.client import AsyncRewardPoolClient
-from rewardpool_worker.contract import SHADOW_ANNOTATION, Agreement
+from rewardpool_worker.contract import SHADOW_ANNOTATION, Agreement, version_label
 from rewardpool_worker.runtime.actor import start_actor
 from tests.worker.conftest import pool_cfg
 
@@ -82,6 +82,9 @@ def test_a_shadow_version_scores_beside_the_serving_one_and_takes_calls_once_pro
 
         # the shadow worker's own account: what it scored, and the agreement of its scores with the serving ones
         got = Agreement(**stats["agreement"][old_version])
+        # keyed by the serving worker's full version, whose label part is what the operator matches with the
+        # old pods' rewardpool.io/scorer-version label
+        assert version_label(old_version) == "v-old" and list(stats["agreement"]) == [old_version]
         assert got.n == 8 * n
         assert got.correlation == pytest.approx(statistics.correlation(old_scores, new_scores), abs=1e-9)
         assert got.mean_difference == pytest.approx(statistics.fmean(new_scores) - statistics.fmean(old_scores))

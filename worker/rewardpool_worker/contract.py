@@ -236,6 +236,11 @@ def scorer_version(spec_digest: str, model_digest: str) -> str:
     return f"{spec_digest or 'unversioned'}-{model_digest[:8]}"
 
 
+def version_label(version: str) -> str:
+    """The pod label's part of a worker's scorer version (the operator's digest, without the model files')."""
+    return version.rsplit("-", 1)[0]
+
+
 def control_secret_name(pool: str) -> str:
     return f"{pool}-control"
 
