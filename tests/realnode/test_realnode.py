@@ -282,16 +282,19 @@ def test_a_roll_waits_for_a_rollout_pinned_to_the_old_scorer_version(kube, node,
     assert len(old) == 1
     kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p",
          json.dumps({"spec": {"rollout": {"maxVersionSkewSeconds": 900}}}))
-    _start_job(kube, node, pool_ns, "rollout-pinned", samples=8, batch=2, rounds=200, pause=0.5, group="rollout-7")
+    # long enough to outlast the new worker's start on this node under the suite's load (2-3 min at worst),
+    # so the group is still active when the roll reaches the old version's last worker
+    _start_job(kube, node, pool_ns, "rollout-pinned", samples=8, batch=2, rounds=400, pause=0.5, group="rollout-7")
     wait_for(lambda: "ROUND 0 scored" in kube("logs", "-n", pool_ns, "job/rollout-pinned", check=False).stdout,
              timeout=240, interval=1, what="the pinned rollout's first round scored")
     kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p",
          json.dumps({"spec": {"scorer": {"numFrames": 3}}}))
     held = wait_for(lambda: (c := _pool_cond(kube, pool_ns, "Progressing"))["reason"] == "WaitingForPinnedGroups"
-                    and c, timeout=300, interval=1, what="the roll holding the old version's last worker")
+                    and c, timeout=400, interval=1,
+                    what="the roll holding the old version's last worker (last: the Progressing condition)")
     assert "1 caller group(s) pinned" in held["message"], held
     result = job_result_of(kube, pool_ns, "rollout-pinned", timeout=600)
-    assert result["scored"] == 1600 and result["left"] == 0 and result["pending"] == 0, result
+    assert result["scored"] == 3200 and result["left"] == 0 and result["pending"] == 0, result
     # a worker's version is the pod's label (the spec's digest) and its model files' digest after a dash
     assert [v.rsplit("-", 1)[0] for v in result["versions"]] == sorted(old), result
     assert result["version_switches"] == 0, result
