@@ -94,6 +94,15 @@ def rns(kube):
     kube("delete", "namespace", name, "--wait=false", check=False)
 
 
+def store_namespace(kube, operator, name):
+    """A namespace for a pool's workers with the macvlan attachment their store traffic uses; a module fixture
+    yields from it and the namespace goes when the module is done."""
+    kube("create", "namespace", name, check=False)
+    kube.apply([operator.macvlan_attachment(name)])
+    yield name
+    kube("delete", "namespace", name, "--wait=false", check=False)
+
+
 def pool_ready(kube, ns, name, replicas):
     def ready():
         pods = [p for p in kube.pods(ns, f"rewardpool.io/pool={name}")

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.conftest import wait_for
-from tests.realnode.conftest import fault_under_job, pool_ready
+from tests.realnode.conftest import fault_under_job, pool_ready, store_namespace
 
 POOL = "ft"
 HEAD = "ray-head-ft"
@@ -42,11 +42,7 @@ def ft_head(kube, node, infra, redis):
 
 @pytest.fixture(scope="module")
 def ft_ns(kube, incluster_operator, infra):
-    name = "ray-ft"
-    kube("create", "namespace", name, check=False)
-    kube.apply([incluster_operator.macvlan_attachment(name)])
-    yield name
-    kube("delete", "namespace", name, "--wait=false", check=False)
+    yield from store_namespace(kube, incluster_operator, "ray-ft")
 
 
 def _workers(kube, ns):

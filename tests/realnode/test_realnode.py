@@ -10,7 +10,8 @@ import time
 import pytest
 
 from tests.conftest import wait_for
-from tests.realnode.conftest import fault_under_job, job_result_of, pool_ready, run_job, start_job
+from tests.realnode.conftest import (fault_under_job, job_result_of, pool_ready, run_job, start_job,
+                                    store_namespace)
 
 POOL = "rn"
 IPC_LOCK_BIT = 14
@@ -18,11 +19,7 @@ IPC_LOCK_BIT = 14
 
 @pytest.fixture(scope="module")
 def pool_ns(kube, incluster_operator, infra):
-    name = "realnode-pool"
-    kube("create", "namespace", name, check=False)
-    kube.apply([incluster_operator.macvlan_attachment(name)])
-    yield name
-    kube("delete", "namespace", name, "--wait=false", check=False)
+    yield from store_namespace(kube, incluster_operator, "realnode-pool")
 
 
 @pytest.fixture(scope="module")
