@@ -92,3 +92,20 @@ def test_a_sweep_recovers_what_a_crashed_caller_left(store, producer, master):
         sweep_stale(store, http, "")
     assert rel.rewarded([live]) == [live.key]
     store.remove(other.key, force=True)
+
+
+def test_a_remove_a_failover_undid_is_found_later_and_made_again(store, producer, master):
+    """Against a highly available master a remove is confirmed later (Mooncake acknowledges it before its op
+    log entry is durable). The failover that undoes one is played here by putting the key back after its
+    release, as the new leader would hold it; the killed-leader case itself is tests/worker/test_store_ha.py."""
+    assert not store.follows_leader and not Releaser(store).confirm_removals  # a plain master: nothing to do
+    rel = Releaser(store, confirm_removals=True, confirm_after=0.5)
+    refs = [producer.put(f"undone-{i}", seed=400 + i, shape=(16,)) for i in range(3)]
+    rel.expect(refs)
+    assert rel.rewarded(refs) == [r.key for r in refs] and not {r.key for r in refs} & master.keys()
+    back = producer.put("undone-1", seed=401, shape=(16,))  # the leader's death lost this remove
+    assert rel.stats.confirmed == 0  # not due yet: nothing asked
+    assert rel.settle(timeout=10) == 0
+    assert rel.stats.confirmed == 3 and rel.stats.resurrected == 1 and back.key not in master.keys()
+    assert rel.stats.released == 3 and rel.stats.release_failures == 0  # released once, as the caller sees it
+    assert rel.settle(timeout=0) == 0 and rel.stats.confirmed == 3  # each remove is confirmed once

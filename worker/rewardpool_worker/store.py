@@ -181,5 +181,15 @@ class Store:
     def exists(self, key: str) -> bool:
         return check(self.raw.is_exist(key), "is_exist", key) == 1
 
+    def batch_exists(self, keys: list[str]) -> list[bool | None]:
+        """True/False per key; None where the master gave no answer (Mooncake says -1 for any failure here,
+        a master failing over included)."""
+        return [None if n < 0 else n == 1 for n in self.raw.batch_is_exist(keys)]
+
+    @property
+    def follows_leader(self) -> bool:
+        """A highly available master (named by its etcd:// form): its leader can change under us."""
+        return self.cfg.master.startswith("etcd://")
+
     def close(self) -> None:
         self.raw.close()

@@ -18,14 +18,21 @@ give every output of a run a key prefix of its own (e.g. `<run id>/r<rollout>/<s
 restart call `sweep(master_http, prefix)` (or `sweep_stale`), which lists the master's keys through its HTTP
 `/get_all_keys` (the metrics port, 9003 by default) and removes those under the prefix that this Releaser is
 not waiting on. Mooncake keeps an object until it is removed or evicted above the high watermark, so without
-a sweep a stale output costs store capacity until eviction."""
+a sweep a stale output costs store capacity until eviction.
+
+A highly available master (`etcd://`, op log on) acknowledges a remove once its op-log entry is queued, before
+it is durable in etcd; a leader that dies in that window comes back, on the standby that takes over, with the
+output still there. So against such a master every remove is confirmed once, `confirm_after` seconds later
+(longer than a failover takes): the next call that finds confirmations due asks the master whether those keys
+exist and removes again any that do (`stats.resurrected`). `settle()` waits for and does the outstanding
+confirmations (the end of a run)."""
 from __future__ import annotations
 
 import logging
 import threading
 import time
 import urllib.request
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from ..contract import ClientMetricNames
@@ -37,6 +44,9 @@ log = logging.getLogger("rewardpool.client")
 
 # In the training job's process (its default registry): releases happen here, not in the workers.
 OUTAGE_RETRY_SECONDS = 0.5
+# A leader failover takes ~10 s here (3 missed pings, then the new leader's 5 s warm-up); an op-log entry is
+# durable within milliseconds unless etcd itself is failing.
+CONFIRM_AFTER_SECONDS = 30.0
 RELEASES = ClientMetricNames.RELEASES.make()
 RELEASE_FAILURES = ClientMetricNames.RELEASE_FAILURES.make()
 MEDIA_FAILURES = ClientMetricNames.MEDIA_FAILURES.make()
@@ -54,6 +64,8 @@ class ReleaseStats:
     duplicates: int = 0  # repeated calls (same token, or failed() on a released sample) that changed nothing
     swept: int = 0
     outage_retries: int = 0  # removes tried again because the store master did not answer
+    confirmed: int = 0  # removes checked again later against a highly available master
+    resurrected: int = 0  # of those, outputs a leader failover brought back: removed again
 
 
 def list_keys(master_http: str, timeout: float = 10.0) -> list[str]:
@@ -89,6 +101,8 @@ class Releaser:
     media_keep: int = 0  # per rollout
     reader: object = None  # a RegisteredTensorReader (or anything with read(ref)) for media read-back
     outage_seconds: float = 60.0  # how long a release waits for a store master that does not answer
+    confirm_after: float = CONFIRM_AFTER_SECONDS
+    confirm_removals: bool | None = None  # None: when the master is highly available (store.follows_leader)
     stats: ReleaseStats = field(default_factory=ReleaseStats)
 
     def __post_init__(self):
@@ -101,6 +115,9 @@ class Releaser:
         self._media_slots: dict[object, int] = {}
         self.media: list[tuple[str, object]] = []  # (key, tensor) of every kept media sample
         self._media_by_rollout: dict[object, list[tuple[str, object]]] = {}
+        if self.confirm_removals is None:
+            self.confirm_removals = bool(getattr(self.store, "follows_leader", False))
+        self._unconfirmed: deque[tuple[float, str]] = deque()  # (when removed, key), oldest first
 
     @staticmethod
     def _unique(refs: list[OutputRef]) -> None:
@@ -159,6 +176,7 @@ class Releaser:
                 if self._pending[r.key] == 0:
                     self._claim(r.key, media, due, failed=False)
         self._finish(media, due, failed=False)
+        self._confirm_due()
         return [r.key for r in due]
 
     def failed(self, refs: list[OutputRef]) -> list[str]:
@@ -176,6 +194,7 @@ class Releaser:
                     continue
                 self._claim(r.key, [], due, failed=True)
         self._finish([], due, failed=True)
+        self._confirm_due()
         return [r.key for r in due]
 
     def _finish(self, media: list, due: list, failed: bool) -> None:
@@ -219,6 +238,8 @@ class Releaser:
             self._remove_through_outage(key)
             with self._lock:
                 self.stats.released += 1
+                if self.confirm_removals:
+                    self._unconfirmed.append((time.monotonic(), key))
             RELEASES.inc()
             return
         except ObjectNotFound:
@@ -248,6 +269,54 @@ class Releaser:
                 with self._lock:
                     self.stats.outage_retries += 1
                 time.sleep(OUTAGE_RETRY_SECONDS)
+
+    def _confirm_due(self) -> None:
+        """Check the removes made `confirm_after` seconds ago (see the module's notes). Keys the master gives
+        no answer for wait for the next call; each key is checked by one caller at a time."""
+        if not self.confirm_removals:
+            return
+        now = time.monotonic()
+        with self._lock:
+            due = []
+            while self._unconfirmed and now - self._unconfirmed[0][0] >= self.confirm_after:
+                due.append(self._unconfirmed.popleft())
+        if not due:
+            return
+        keys = [k for _, k in due]
+        present = self.store.batch_exists(keys)
+        back = [k for k, there in zip(keys, present) if there]
+        unanswered = [d for d, there in zip(due, present) if there is None]
+        with self._lock:
+            self._unconfirmed.extendleft(reversed(unanswered))  # asked again by the next call
+            self.stats.confirmed += len(keys) - len(unanswered)
+            self.stats.resurrected += len(back)
+        for key in back:
+            log.warning("release of %s: a store leader failover brought it back; removing it again", key)
+            try:
+                self._remove_through_outage(key)
+            except ObjectNotFound:
+                pass
+            except StoreError as e:
+                log.warning("removing %s again failed: %s", key, e)
+                with self._lock:
+                    self.stats.release_failures += 1
+                RELEASE_FAILURES.inc()
+
+    def settle(self, timeout: float | None = None) -> int:
+        """Wait for the outstanding remove confirmations and do them (the end of a run). Returns how many are
+        still unconfirmed (0 unless `timeout` ran out, e.g. the master stayed away)."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self._confirm_due()
+            with self._lock:
+                left = len(self._unconfirmed)
+                oldest = self._unconfirmed[0][0] if left else 0.0
+            now = time.monotonic()
+            if not left or (end is not None and now >= end):
+                return left
+            # until the oldest is due; a master that did not answer is asked again every OUTAGE_RETRY_SECONDS
+            wait = max(oldest + self.confirm_after - now, OUTAGE_RETRY_SECONDS)
+            time.sleep(wait if end is None else min(wait, end - now))
 
     def sweep(self, master_http: str, prefix: str) -> list[str]:
         """After a crash: remove outputs under `prefix` left in the store that this Releaser is not waiting on."""
