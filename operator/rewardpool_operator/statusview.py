@@ -190,14 +190,15 @@ def drains_lines(pods: list[dict], health: Mapping[str, WorkerHealth | None], ti
 
 
 def conditions_lines(status: dict) -> list[str]:
+    """The conditions' lines, heading included: only those not as expected are listed."""
     bad = unhappy(status)
     if not status.get("conditions"):
-        return ["  none reported yet (has the operator seen this pool?)"]
+        return ["Conditions:  none reported yet (has the operator seen this pool?)"]
     if not bad:
-        return ["  all as expected"]
-    return ["  " + line for line in table(
+        return ["Conditions:  all as expected"]
+    return ["Conditions not as expected:", *("  " + line for line in table(
         ["TYPE", "STATUS", "REASON", "MESSAGE"],
-        [[c.get("type", "?"), c.get("status", "?"), c.get("reason", ""), one_line(c.get("message"))] for c in bad])]
+        [[c.get("type", "?"), c.get("status", "?"), c.get("reason", ""), one_line(c.get("message"))] for c in bad]))]
 
 
 def _event_time(ev: dict) -> float:
@@ -233,7 +234,7 @@ def render_pool(pool: dict, pods: list[dict], events: list[dict], health: Mappin
              f"Demand:      {_demand_line(st)}",
              f"Store fill:  {fill_text(pool)}",
              f"Last scale:  {last_scale_text(st.get('lastScale'), now)}",
-             "Conditions not as expected:", *conditions_lines(st),
+             *conditions_lines(st),
              "Draining:", *drains_lines(pods, health, spec.get("drainTimeoutSeconds", 600), now),
              f"Workers ({len(pods)}):", *workers_lines(pods, health), *health_note(pods, health, errors or {}),
              f"Events (last {EVENTS_SHOWN}):", *events_lines(pool, events, now)]

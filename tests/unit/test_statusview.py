@@ -66,7 +66,7 @@ def test_a_healthy_pool_shows_every_worker_its_demand_fill_and_last_scale():
     assert "Demand:      queue 6, pending 3.0GiB, hint 64 outputs" in out
     assert "Store fill:  45.1% of the store, eviction watermark 90%" in out and "ABOVE" not in out
     assert "Last scale:  2 -> 3, 2m5s ago: AboveTarget: 6 queued" in out
-    assert "Conditions not as expected:\n  all as expected" in out and "Draining:\n  none" in out
+    assert "Conditions:  all as expected\n" in out and "not as expected" not in out and "Draining:\n  none" in out
     assert row(out, "ps-a") == ["ps-a", "Running", "True", "rdma-node-0", "ready", "2", "1", "3s ago"]
     assert row(out, "ps-b") == ["ps-b", "Running", "True", "rdma-node-1", "ready", "4", "2", "never"]
     assert out.index("ps-a ") < out.index("ps-b ")  # sorted by name
