@@ -283,7 +283,11 @@ class Releaser:
         if not due:
             return
         keys = [k for _, k in due]
-        present = self.store.batch_exists(keys)
+        try:
+            present = self.store.batch_exists(keys)
+        except Exception as e:  # noqa: BLE001 (the call's own releases are done: never fail it for a check)
+            log.warning("checking %d earlier removes failed, asking again later: %s", len(keys), e)
+            present = [None] * len(keys)
         back = [k for k, there in zip(keys, present) if there]
         unanswered = [d for d, there in zip(due, present) if there is None]
         with self._lock:
@@ -294,6 +298,8 @@ class Releaser:
             log.warning("release of %s: a store leader failover brought it back; removing it again", key)
             try:
                 self._remove_through_outage(key)
+                with self._lock:  # a second failover could undo this one too
+                    self._unconfirmed.append((time.monotonic(), key))
             except ObjectNotFound:
                 pass
             except StoreError as e:
