@@ -57,6 +57,7 @@ SWEPT = ClientMetricNames.SWEPT.make()
 class ReleaseStats:
     released: int = 0
     release_failures: int = 0
+    already_gone: int = 0  # of release_failures: the master had no such object (evicted, or a put a failover lost)
     lease_forced: int = 0
     media_kept: int = 0
     media_failures: int = 0
@@ -243,7 +244,10 @@ class Releaser:
             RELEASES.inc()
             return
         except ObjectNotFound:
+            # evicted, removed elsewhere, or (highly available master) a put the failover lost after it was read
             log.warning("release of %s: already gone from the store (evicted or removed elsewhere)", key)
+            with self._lock:
+                self.stats.already_gone += 1
         except StoreError as e:
             log.warning("release of %s failed: %s", key, e)
         with self._lock:
