@@ -125,7 +125,8 @@ def rollout_job_objects(name: str, namespace: str, image: str, pool: str, *, sam
                         height: int = 64, width: int = 96, batch: int = 4, rounds: int = 1, pause: float = 0.0,
                         attachment: str | None = None, infra_ns: str = INFRA_NS, scale: float = 1.0,
                         pattern: str = "uniform", hold: float = 0.0, ray_head: str = "ray-head",
-                        gcs_reconnect: int | None = None, group: str | None = None) -> list[dict]:
+                        gcs_reconnect: int | None = None, group: str | None = None,
+                        stop_file: str | None = None) -> list[dict]:
     """A ConfigMap holding rollout_job.py and a Job running it on the real node (a training job's reward step).
     `gcs_reconnect`: its Ray node and driver wait that long for an unreachable GCS (a fault-tolerant head)."""
     from pathlib import Path
@@ -135,7 +136,7 @@ def rollout_job_objects(name: str, namespace: str, image: str, pool: str, *, sam
             f"--ray={ray_head}.{infra_ns}.svc.cluster.local:{RAY_PORT}", f"--samples={samples}",
             f"--frames={frames}", f"--height={height}", f"--width={width}", f"--batch={batch}",
             f"--rounds={rounds}", f"--pause={pause}", f"--scale={scale}", f"--pattern={pattern}", f"--hold={hold}",
-            *([f"--group={group}"] if group else [])]
+            *([f"--group={group}"] if group else []), *([f"--stop-file={stop_file}"] if stop_file else [])]
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-script", "namespace": namespace},
           "data": {"rollout_job.py": script}}
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace},

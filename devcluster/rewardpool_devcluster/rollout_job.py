@@ -73,6 +73,9 @@ def main() -> int:
     ap.add_argument("--pattern", choices=["uniform", "last-frame"], default="uniform")
     ap.add_argument("--group", default=None,
                     help="one group key for every call (a rollout pinned to one scorer version through a roll)")
+    ap.add_argument("--stop-file", default=None,
+                    help="end after the round during which this file appears (--rounds is then the most): a test "
+                         "keeps the job going until it has seen what it waits for (kubectl exec ... touch FILE)")
     ap.add_argument("--fault-seconds", type=float, default=300.0,
                     help="how long one batch keeps asking again through a fault before the job fails")
     args = ap.parse_args()
@@ -157,7 +160,9 @@ def main() -> int:
                     items.append((name, video, ref))
 
     t_score = 0.0
+    rounds = 0
     for r in range(args.rounds):
+        rounds = r + 1
         items = []
         for i in range(args.samples):
             g = torch.Generator().manual_seed(r * 100000 + i)
@@ -179,11 +184,13 @@ def main() -> int:
                 f.result()
         t_score += time.monotonic() - t
         print(f"ROUND {r} scored at {time.time():.2f}", flush=True)  # progress, for tests that inject a fault
+        if args.stop_file and os.path.exists(args.stop_file):
+            break
         if args.pause and r + 1 < args.rounds:
             time.sleep(args.pause)
     peers = tcp_peers()
     left = sum(store.exists(k) for k in keys)
-    print("ROLLOUT_RESULT " + json.dumps({"scored": len(scores), "seconds": round(t_score, 3), "setup_seconds": round(t_setup, 3),
+    print("ROLLOUT_RESULT " + json.dumps({"scored": len(scores), "rounds": rounds, "seconds": round(t_score, 3), "setup_seconds": round(t_setup, 3),
                       "workers": len(set(client.served)), "served": dict(client.served),
                       "retries": client.retries, "released": releaser.stats.released,
                       "release_failures": releaser.stats.release_failures, "pending": releaser.pending,
@@ -196,7 +203,7 @@ def main() -> int:
                       "store_hostname": store.hostname, "pod_ip": os.environ["POD_IP"], "tcp_peers": peers}),
           flush=True)
     store.close()
-    return 0 if len(scores) == args.samples * args.rounds and releaser.pending == 0 and left == 0 else 1
+    return 0 if len(scores) == args.samples * rounds and releaser.pending == 0 and left == 0 else 1
 
 
 if __name__ == "__main__":

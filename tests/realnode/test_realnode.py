@@ -273,25 +273,43 @@ def test_a_roll_waits_for_a_rollout_pinned_to_the_old_scorer_version(kube, node,
     """spec.rollout.maxVersionSkewSeconds: a rollout job scores with one group key (`group=`) through a roll
     to another scorer version (numFrames 4 -> 3). The operator keeps the old version's last worker while that
     worker reports the group, so every call of the rollout is scored by the version it began with; once the
-    job is over (the group idle for 60 s) the roll completes."""
+    job is over (the group idle for 60 s) the roll completes. The job runs until the test has seen the hold."""
     version = "rewardpool.io/scorer-version"
     old = {p["metadata"]["labels"][version] for p in _workers(kube, pool_ns)}
     assert len(old) == 1
     kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p",
          json.dumps({"spec": {"rollout": {"maxVersionSkewSeconds": 900}}}))
-    # long enough to outlast the new worker's start on this node under the suite's load (2-3 min at worst),
-    # so the group is still active when the roll reaches the old version's last worker
-    _start_job(kube, node, pool_ns, "rollout-pinned", samples=8, batch=2, rounds=400, pause=0.5, group="rollout-7")
+    # The job goes on (up to 2000 rounds) until the test has seen the hold: however long the new workers take to
+    # start on this node under the suite's load, the group is still active when the roll reaches the old
+    # version's last worker. Then the test tells it to stop after its round.
+    stop = "/tmp/stop-rollout"
+    _start_job(kube, node, pool_ns, "rollout-pinned", samples=8, batch=2, rounds=2000, pause=0.5, group="rollout-7",
+               stop_file=stop)
     wait_for(lambda: "ROUND 0 scored" in kube("logs", "-n", pool_ns, "job/rollout-pinned", check=False).stdout,
              timeout=240, interval=1, what="the pinned rollout's first round scored")
     kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p",
          json.dumps({"spec": {"scorer": {"numFrames": 3}}}))
-    held = wait_for(lambda: (c := _pool_cond(kube, pool_ns, "Progressing"))["reason"] == "WaitingForPinnedGroups"
-                    and c, timeout=400, interval=1,
-                    what="the roll holding the old version's last worker (last: the Progressing condition)")
+    seen: list = []
+
+    def holding():
+        c = _pool_cond(kube, pool_ns, "Progressing")
+        seen.append((c.get("reason"), c.get("message")))
+        return c["reason"] == "WaitingForPinnedGroups" and c
+
+    def stop_job():
+        for p in kube.pods(pool_ns, "job-name=rollout-pinned"):
+            if p["status"].get("phase") == "Running":
+                kube.exec(pool_ns, p["metadata"]["name"], "touch", stop, container="rollout")
+    try:
+        held = wait_for(holding, timeout=600, interval=1, what="the roll holding the old version's last worker")
+    except AssertionError as e:
+        stop_job()  # never leave it running for the tests after this one
+        raise AssertionError(f"{e}; Progressing was, last: {list(dict.fromkeys(seen))[-4:]}") from None
     assert "1 caller group(s) pinned" in held["message"], held
+    stop_job()
     result = job_result_of(kube, pool_ns, "rollout-pinned", timeout=600)
-    assert result["scored"] == 3200 and result["left"] == 0 and result["pending"] == 0, result
+    assert 0 < result["rounds"] < 2000 and result["scored"] == 8 * result["rounds"], result
+    assert result["left"] == 0 and result["pending"] == 0, result
     # a worker's version is the pod's label (the spec's digest) and its model files' digest after a dash
     assert [v.rsplit("-", 1)[0] for v in result["versions"]] == sorted(old), result
     assert result["version_switches"] == 0, result
