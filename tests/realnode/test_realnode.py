@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from rewardpool_worker.contract import version_label
 from tests.conftest import wait_for
 from tests.realnode.conftest import (fault_under_job, job_result_of, pool_ready, run_job, start_job,
                                     store_namespace)
@@ -311,7 +312,7 @@ def test_a_roll_waits_for_a_rollout_pinned_to_the_old_scorer_version(kube, node,
     assert 0 < result["rounds"] < 2000 and result["scored"] == 8 * result["rounds"], result
     assert result["left"] == 0 and result["pending"] == 0, result
     # a worker's version is the pod's label (the spec's digest) and its model files' digest after a dash
-    assert [v.rsplit("-", 1)[0] for v in result["versions"]] == sorted(old), result
+    assert [version_label(v) for v in result["versions"]] == sorted(old), result
     assert result["version_switches"] == 0, result
     t_end = time.monotonic()
 
@@ -367,7 +368,7 @@ def test_a_shadow_roll_scores_beside_the_serving_version_then_takes_traffic(kube
         assert sh["samples"] >= 40 and sh.get("correlation") is not None, sh
         result = job_result_of(kube, pool_ns, "rollout-shadow", timeout=600)
         assert result["scored"] == 640 and result["left"] == 0 and result["pending"] == 0, result
-        assert {v.rsplit("-", 1)[0] for v in result["versions"]} <= old | {shadow["metadata"]["labels"][version]}
+        assert {version_label(v) for v in result["versions"]} <= old | {shadow["metadata"]["labels"][version]}
 
         def rolled():
             pods = pool_ready(kube, pool_ns, POOL, 2)()
