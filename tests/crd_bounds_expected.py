@@ -441,4 +441,5 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
                                                               'come from the device plugin resource)',
  'status.conditions[0]:required=type': True,
  'status.conditions[0]:required=status': True,
- 'status.conditions[0].status:enum': ['True', 'False', 'Unknown']}
+ 'status.conditions[0].status:enum': ['True', 'False', 'Unknown'],
+ 'status.roll.phase:enum': ['Shadow', 'Replacing']}

@@ -319,6 +319,22 @@ def template_hash(pod: dict) -> str:
     return pod["metadata"]["labels"][HASH_LABEL]
 
 
+def copy_of(worker: dict, template: dict) -> dict:
+    """A new worker pod like `worker`, a worker of an older template that still serves (its spec is the only
+    copy of that template): its labels, its values of the annotations the builder sets, its spec without the
+    node it ran on. A roll replaces the serving version's workers with these while the new version is in
+    shadow, or while groups are pinned to the old one, so the pool keeps its size without a change of reward."""
+    keep = set(template["metadata"].get("annotations") or {})
+    meta = worker["metadata"]
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {**{k: v for k, v in template["metadata"].items() if k not in ("labels", "annotations")},
+                     "labels": dict(meta.get("labels") or {}),
+                     "annotations": {k: v for k, v in (meta.get("annotations") or {}).items() if k in keep}},
+        "spec": {k: v for k, v in worker["spec"].items() if k != "nodeName"},
+    }
+
+
 def desired_objects(pool: Pool, sizing: SizingResult) -> list[dict]:
     """Everything the operator creates for a pool, workers named as the API server would name them; not the
     control Secret, whose token the operator draws at random when it creates it."""

@@ -1,22 +1,19 @@
 """The reconcile's decision, pure: what the operator observed in, the writes to make out. No I/O here, so
 every branch people change (lost pods, rolls, scale-ins, drains, blocking findings) is a table test.
 
-Order of a plan, as `apply` carries it out:
-1. lost workers (Failed, Succeeded/evicted, on a node gone or NotReady past NODE_LOST_SECONDS) are deleted
+A plan is made in steps, each its own function over one `_Pass` (the pods, what is already marked, the hold):
+1. the roll's phase (`roll.step`): none, Shadow or Replacing, and what that phase may do (`roll.ALLOWED`);
+2. lost workers (Failed, Succeeded/evicted, on a node gone or NotReady past NODE_LOST_SECONDS) are deleted
    and replaced; they never count as workers;
-2. a surplus of serving workers is marked for draining, in `rollout.removal_order`;
-3. missing workers are created;
-4. stale workers (another template) are marked for draining: the ones not Ready at once, the Ready ones
-   while the unavailability budget allows;
-5. workers already draining are deleted when `drain.verdict` says nothing is lost;
-6. the built-in autoscaler's new size, if any, is written through /scale.
-Nothing but 6 happens while a blocking finding stands or the RoCE network is missing.
-
-With spec.rollout.shadow, a roll to another scorer version first runs one worker of the new template in
-shadow (SHADOW_ANNOTATION, one worker beyond replicas): while it lasts nothing old is drained and nothing else
-is created; once its agreement with the serving version has shadowSamples pairs (and shadowMinCorrelation
-holds), the annotation is removed and the roll above goes on (the promoted worker is a surplus, so an old one
-drains first)."""
+3. a surplus of serving workers is marked for draining, in `rollout.removal_order`;
+4. missing workers are created: of the wanted template, or in the Shadow phase copies of an old worker;
+5. stale workers (another template) are marked for draining, when the phase allows: the ones not Ready at
+   once, the Ready ones while the unavailability budget allows;
+6. workers already draining are deleted when `drain.verdict` says nothing is lost;
+7. the built-in autoscaler's new size, if any, is written through /scale.
+Every removal of a serving worker (3, 5, and the replacement in 2) asks the one hold (`roll.Hold`), so none
+removes the last worker of a version that caller groups are pinned to. Nothing but the cleanup of lost workers
+and 7 happens while a blocking finding stands or the RoCE network is missing."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -30,6 +27,8 @@ from . import autoscaler
 from . import reasons as R
 from .autoscaler import Decision
 from .observed import Network, Observed
+from . import roll as roll_mod
+from .builders import copy_of
 from .rollout import is_ready, pod_ip, removal_order, roll_allowance
 from .findings import Problem
 from .sizing import SizingResult
@@ -46,6 +45,7 @@ class Plan:
     delete: list[tuple[str, str, str, str]] = field(default_factory=list)  # (pod, event type, reason, message)
     drain: list[tuple[str, str]] = field(default_factory=list)  # (pod, why)
     create: int = 0
+    create_like: list[dict] = field(default_factory=list)  # pods to create as they are (copies of old workers)
     scale: Decision | None = None
     hint: int = 0  # outputs a client said are coming
     problems: list[Problem] = field(default_factory=list)  # found while planning (stuck drains)
@@ -59,11 +59,13 @@ class Plan:
     lost: int = 0
     unschedulable: str = ""
     versions: list[dict] = field(default_factory=list)  # scorer versions serving: version, workers, ready
-    roll: dict | None = None  # the roll in progress: the template it rolls to, and since when (status.roll)
+    roll: dict | None = None  # status.roll: the roll in progress, its phase and since when, pinned versions
+    phase: str | None = None  # roll.SHADOW, roll.REPLACING or None
+    phase_changed: bool = False  # the phase record is new this pass: written to status before anything acts on it
     held: str = ""  # why the roll waits for groups pinned to an old scorer version (empty: it does not)
     # shadow scoring (spec.rollout.shadow)
     shadow: dict | None = None  # status.shadow: the last shadow of a new scorer version, and how it agreed
-    shadow_state: str = ""  # "scoring" (the roll waits for the shadow), "disagrees" (held), "" (none now)
+    shadow_state: str = ""  # "scoring" (the roll waits for the shadow), "disagrees" (held), "stalled", ""
     shadow_message: str = ""
     create_shadow: int = 0  # workers of the new template to create in shadow
     promote: list[str] = field(default_factory=list)  # shadow workers whose version takes traffic now
@@ -128,110 +130,131 @@ def _version(pod: dict) -> str:
     return (pod["metadata"].get("labels") or {}).get(SCORER_VERSION_LABEL, "unknown")
 
 
-def _roll(old: dict | None, want_hash: str, now: float) -> dict:
-    """The roll to `want_hash`: since the status first recorded it (a new target restarts the clock)."""
-    if old and old.get("to") == want_hash and C.epoch(old.get("since")) is not None:
-        return {"to": want_hash, "since": old["since"]}
-    return {"to": want_hash, "since": C.now(now)}
-
-
-def _hold_pinned(chosen: list[dict], serving: list[dict], max_skew: int | None, p: Plan, groups: dict[str, int],
-                 now: float) -> list[dict]:
-    """Of the Ready stale workers a roll would drain now, those it may: a scorer version's last Ready worker is
-    kept while callers' groups are pinned to that version (its workers report them), so each group finishes on
-    the version it began with, until the roll is `max_skew` seconds old (then the groups move, whole)."""
-    if max_skew is None or p.roll is None:
-        return chosen
-    age = now - (C.epoch(p.roll["since"]) or now)
-    if age >= max_skew:
-        return chosen
-    left: dict[str, list[dict]] = {}
-    for pod in serving:
-        if is_ready(pod):
-            left.setdefault(_version(pod), []).append(pod)
-    allowed = []
-    for pod in chosen:
-        v = _version(pod)
-        pinned = sum(groups.get(pod_ip(x) or "", 0) for x in left.get(v, []))
-        if len(left.get(v, [])) == 1 and pinned:
-            p.held = (f"{pinned} caller group(s) pinned to scorer version {v}, whose last Ready worker {_name(pod)} "
-                      f"is kept until they finish or for {max_skew - age:.0f}s more (maxVersionSkewSeconds "
-                      f"{max_skew})")
-            continue
-        left[v] = [x for x in left.get(v, []) if x is not pod]
-        allowed.append(pod)
-    return allowed
-
-
 def _marked(pod: dict) -> bool:
     return SHADOW_ANNOTATION in (pod["metadata"].get("annotations") or {})
+
+
+def _hash(pod: dict) -> str | None:
+    return (pod["metadata"].get("labels") or {}).get(HASH_LABEL)
 
 
 def _fmt(x: float | None, spec: str = ".3f") -> str:
     return "n/a" if x is None else format(x, spec)
 
 
-def _shadow(pool: Pool, serving: list[dict], want_hash: str, want_version: str, health: dict, old: dict,
-            now: float, p: Plan) -> bool:
-    """Whether the roll is in its shadow phase now; fills in p.shadow (status), p.shadow_state and message,
-    p.create_shadow and p.promote. The phase lasts while a Ready worker of another scorer version serves and
-    the shadow of this template has not been promoted (status.shadow remembers it)."""
-    cfg = pool.spec.rollout
-    against = sorted({_version(x) for x in serving
-                      if not _marked(x) and is_ready(x) and x["metadata"]["labels"].get(HASH_LABEL) != want_hash}
-                     - {want_version})
-    last = old.get("shadow") or {}
-    mine = [x for x in serving if _marked(x) and x["metadata"]["labels"].get(HASH_LABEL) == want_hash]
-    # a worker of this template without the mark serves already (promoted, and the status write did not land;
-    # or shadow was turned on mid-roll): no shadow phase then
-    serves = any(not _marked(x) and x["metadata"]["labels"].get(HASH_LABEL) == want_hash for x in serving)
-    ours = last.get("to") == want_hash
-    if not (cfg.shadow and against and not serves and not (ours and last.get("promoted"))):
-        # no shadow phase (off, nothing else serves, or promoted already): a marked worker of this template
-        # serves (shadow turned off mid-way, or its promotion was not seen yet)
-        p.promote = [_name(x) for x in mine]
-        p.promoted_now = bool(mine) and not (ours and last.get("promoted"))
-        if p.promoted_now:
-            p.shadow_message = (f"scorer version {want_version} takes traffic: "
-                                + ("spec.rollout.shadow was turned off" if not cfg.shadow else
-                                   "no other scorer version serves any more"))
-        p.shadow = {**last, "promoted": last.get("promoted") or C.now(now)} if mine and ours else (last or None)
-        return False
-    agreement = Agreement()
-    for x in mine:
-        # keyed by the serving workers' full versions (their label's digest, then their model files')
+@dataclass
+class _Pass:
+    """One plan's working state: the serving workers not yet marked to leave, and the hold every removal asks."""
+    serving: list[dict]
+    hold: roll_mod.Hold
+    p: Plan
+
+    def left(self, version: str) -> int:
+        return sum(1 for x in self.serving if _version(x) == version)
+
+    def remove(self, pod: dict, why: str) -> bool:
+        """Mark a serving worker to drain, unless the hold keeps it; whether it was marked."""
+        if self.hold.keeps(_version(pod), self.left(_version(pod)), _name(pod)):
+            return False
+        self.p.drain.append((_name(pod), why))
+        self.serving = [x for x in self.serving if x is not pod]
+        return True
+
+
+def _agreement(shadows: list[dict], health: dict, against: list[str]) -> Agreement:
+    """The shadow workers' agreement with the versions they shadow; keyed by the serving workers' full versions
+    (their label's digest, then their model files'), matched to the labels by `version_label`."""
+    total = Agreement()
+    for x in shadows:
         for v, sums in ((health.get(_name(x)) or {}).get("agreement") or {}).items():
             if version_label(v) in against:
-                agreement = agreement + Agreement(**sums)
+                total = total + Agreement(**sums)
+    return total
+
+
+def _pins(record: dict, serving: list[dict], groups: dict[str, int], now: float) -> dict[str, float]:
+    """Versions with caller groups pinned: reported now by their workers (pod IP -> groups), or remembered."""
+    reported: dict[str, int] = {}
+    for x in serving:
+        reported[_version(x)] = reported.get(_version(x), 0) + groups.get(pod_ip(x) or "", 0)
+    old = {v: t for v, s in (record.get("pins") or {}).items() if (t := C.epoch(s)) is not None}
+    return roll_mod.seen_pins(old, reported, now)
+
+
+def _copy_source(pods: list[dict], want_hash: str, versions: list[str]) -> dict | None:
+    """The worker to copy for a replacement of the serving version: a Ready one, else any, else a lost or
+    terminating one (the spec is all that is needed)."""
+    old = [x for x in pods if _hash(x) != want_hash and not _marked(x) and _version(x) in versions]
+    ranked = sorted(old, key=lambda x: (bool(x["metadata"].get("deletionTimestamp")), not is_ready(x)))
+    return ranked[0] if ranked else None
+
+
+def _shadow_report(pool: Pool, p: Plan, st: roll_mod.Step, mine: list[dict], stale: list[dict],
+                   against: list[str], agreement: Agreement, want_hash: str, want_version: str, old_status: dict,
+                   now: float) -> None:
+    """status.shadow, the shadow state and message, what to promote, and a stalled phase's why."""
+    cfg = pool.spec.rollout
+    last = old_status.get("shadow") or {}
+    ours = last.get("to") == want_hash
+    if p.phase != roll_mod.SHADOW:
+        if mine and p.phase == roll_mod.REPLACING:  # promoted: this pass, or the annotation is not gone yet
+            p.promote = [_name(x) for x in mine]
+            p.promoted_now = st.promote or not (ours and last.get("promoted"))
+            p.shadow_message = st.why or f"scorer version {want_version} takes traffic: " + (
+                "spec.rollout.shadow was turned off" if not cfg.shadow else "its roll was promoted")
+        since = (p.roll or {}).get("phaseSince") or C.now(now)
+        p.shadow = {**last, "promoted": last.get("promoted") or since} if mine and ours else (last or None)
+        return
     r, diff = agreement.correlation, agreement.mean_difference
+    since = p.roll["phaseSince"] if p.roll else C.now(now)
     p.shadow = {"to": want_hash, "version": want_version, "against": against, "workers": [_name(x) for x in mine],
                 "samples": agreement.n, "correlation": None if r is None else round(r, 4),
-                "meanDifference": None if diff is None else round(diff, 6),
-                "since": last["since"] if ours and last.get("since") else C.now(now), "promoted": None}
-    said = (f"scorer version {want_version} in shadow of {', '.join(against)}: {agreement.n}/{cfg.shadowSamples} "
-            f"samples, correlation {_fmt(r)}, mean difference {_fmt(diff, '+.4g')}")
-    p.shadow_state, p.shadow_message = "scoring", said
+                "meanDifference": None if diff is None else round(diff, 6), "since": since, "promoted": None}
+    said = (f"scorer version {want_version} in shadow of {', '.join(against) or 'nothing'}: "
+            f"{agreement.n}/{cfg.shadowSamples} samples, correlation {_fmt(r)}, mean difference {_fmt(diff, '+.4g')}")
+    p.shadow_state, p.shadow_message = "scoring", f"{said}; the old version serves until then"
     if not mine:
-        p.create_shadow = 1
         p.shadow_message = f"starting a worker of scorer version {want_version} in shadow of {', '.join(against)}"
-    elif agreement.n < cfg.shadowSamples:
-        p.shadow_message = f"{said}; the old version serves until then"
-    elif cfg.shadowMinCorrelation is not None and (r is None or r < cfg.shadowMinCorrelation):
+    if st.disagrees:
         p.shadow_state = "disagrees"
-        p.shadow_message = (f"{said}: below shadowMinCorrelation {cfg.shadowMinCorrelation}; the roll holds and "
-                            "the old version serves until the spec changes")
+        p.shadow_message = f"{said}: {st.why}; the roll holds and the old version serves until the spec changes"
         p.problems.append(Problem(R.SHADOW_DISAGREES, p.shadow_message))
+        return
+    age = now - (C.epoch(since) or now)
+    if agreement.n or age <= pool.spec.progressDeadlineSeconds:
+        return
+    # no sample within the deadline: say why, rather than wait silently
+    not_ready = [x for x in mine if not is_ready(x)]
+    unsched = [c.get("message", "") for x in not_ready for c in (x.get("status") or {}).get("conditions") or []
+               if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"]
+    if not stale:
+        why = ("no worker of the serving version is left to compare with; set spec.rollout.shadow to false to "
+               "promote it, or revert the spec")
+    elif not mine:
+        why = "its shadow worker could not be created"
+    elif unsched:
+        why = f"its shadow worker cannot be scheduled: {unsched[0]}"
+    elif not_ready:
+        why = f"its shadow worker {_name(not_ready[0])} is not Ready"
     else:
-        p.promote, p.promoted_now = [_name(x) for x in mine], True
-        p.shadow["promoted"] = C.now(now)
-        p.shadow_message = f"{said}: it takes traffic"
-    return True
+        why = "no call has reached it: the pool had no traffic (the old version serves until it has the samples)"
+    p.shadow_state = "stalled"
+    p.shadow_message = f"{said}; no sample in {age:.0f}s (progressDeadlineSeconds " \
+                       f"{pool.spec.progressDeadlineSeconds}): {why}"
+    if not stale or not mine or not_ready:  # a fault, not a quiet pool
+        p.problems.append(Problem(R.SHADOW_STALLED, p.shadow_message))
+
+
+def _phase_key(record: dict | None) -> tuple:
+    r = record or {}
+    return r.get("to"), r.get("phase"), r.get("phaseSince")
 
 
 def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, observed: Observed,
          blocking: bool, network: Network, old_status: dict) -> Plan:
     p = Plan(template=template, want_hash=want_hash, managed=network.ok and not blocking)
     spec, now = pool.spec, observed.now
+    p.hint = parse_expected_outputs(observed.annotations.get(EXPECTED_OUTPUTS_ANNOTATION), now)
     replicas = spec.replicas
     terminating = [x for x in observed.pods if x["metadata"].get("deletionTimestamp")]
     live = [x for x in observed.pods if not x["metadata"].get("deletionTimestamp")]
@@ -239,82 +262,141 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
     lost_names = {_name(x) for x, _ in lost}
     active = [x for x in live if _name(x) not in lost_names]
     draining = [x for x in active if DRAIN_ANNOTATION in (x["metadata"].get("annotations") or {})]
-    serving = [x for x in active if x not in draining]
     started_at = {_name(x): C.epoch(x["metadata"]["annotations"][DRAIN_ANNOTATION]) or now for x in draining}
     p.oldest_drain_seconds = max((now - t for t in started_at.values()), default=0.0)
     per_worker = observed.signals.per_worker
     want_version = (template["metadata"].get("labels") or {}).get(SCORER_VERSION_LABEL, "unknown")
-    # shadow workers of a template no longer wanted serve nothing: they go at once
-    old_shadows = [x for x in serving if _marked(x) and x["metadata"]["labels"].get(HASH_LABEL) != want_hash]
-    serving = [x for x in serving if x not in old_shadows]
-    in_shadow = p.managed and _shadow(pool, serving, want_hash, want_version, observed.health, old_status, now, p)
-    if in_shadow:  # the shadow workers count for nothing below: not replicas, not versions serving
-        serving = [x for x in serving if not _marked(x)]
-    p.versions = scorer_versions(serving)
+    up = [x for x in active if x not in draining]
+    mine = [x for x in up if _marked(x) and _hash(x) == want_hash]
+    old_shadows = [x for x in up if _marked(x) and _hash(x) != want_hash]  # serve nothing: they go at once
+    unmarked = [x for x in up if not _marked(x)]
+    stale = [x for x in unmarked if _hash(x) != want_hash]
 
-    for pod, why in lost:  # dead either way: cleaned up even while the pool is blocked (not replaced then)
+    # 1. the roll's phase
+    old = roll_mod.recorded(old_status, want_hash)
+    against = list((old or {}).get("from") or sorted({_version(x) for x in stale} - {want_version}))
+    agreement = _agreement(mine, observed.health, against)
+    facts = roll_mod.Facts(want_hash=want_hash, want_version=want_version,
+                           stale_versions=sorted({_version(x) for x in stale}),
+                           new_serves=any(_hash(x) == want_hash for x in unmarked), shadow_marked=bool(mine),
+                           shadow_on=spec.rollout.shadow, samples_wanted=spec.rollout.shadowSamples,
+                           min_correlation=spec.rollout.shadowMinCorrelation, agreement=agreement)
+    st = roll_mod.step(old, facts, rolling=bool(stale or mine), now=now)
+    if p.managed:
+        p.phase, p.roll = st.phase, (dict(st.record) if st.record else None)
+        p.phase_changed = _phase_key(p.roll) != _phase_key(old_status.get("roll"))
+    else:  # blocked: nothing moves, so the roll's record stays as it was
+        p.roll, p.shadow = old_status.get("roll"), old_status.get("shadow")
+    # The pass that promotes does only that (its next pass acts in the new phase); a promoted shadow serves (its
+    # annotation may not be gone from the cache yet).
+    acting = roll_mod.SHADOW if st.promote else p.phase
+    serving = unmarked + (mine if acting == roll_mod.REPLACING else [])
+    p.versions = scorer_versions(serving)
+    window = C.epoch((p.roll or {}).get("phaseSince")) if acting == roll_mod.REPLACING else None
+    pins: dict[str, float] = {}
+    if p.roll is not None and acting == roll_mod.REPLACING and spec.rollout.maxVersionSkewSeconds is not None:
+        pins = _pins(p.roll, serving, observed.signals.groups, now)
+    if p.roll is not None:
+        p.roll.pop("pins", None)
+        if pins:
+            p.roll["pins"] = {v: C.now(t) for v, t in sorted(pins.items())}
+    pas = _Pass(serving=list(serving), hold=roll_mod.Hold(spec.rollout.maxVersionSkewSeconds, window, pins, now), p=p)
+    if p.managed:
+        _shadow_report(pool, p, st, mine, stale, against, agreement, want_hash, want_version, old_status, now)
+
+    # 2. lost workers: dead either way, so cleaned up even while the pool is blocked (not replaced then)
+    for pod, why in lost:
         p.delete.append((_name(pod), "Warning", R.WORKER_LOST, f"worker pod {_name(pod)} {why}"
                          + ("; replacing it" if p.managed else "")))
-    if p.managed:
-        for pod in old_shadows:
-            p.drain.append((_name(pod), "a shadow of a template no longer wanted"))
-        surplus = len(serving) - replicas
-        for pod in removal_order(serving, want_hash, per_worker)[:max(surplus, 0)]:
-            p.drain.append((_name(pod), "scale in"))
-        marked = {n for n, _ in p.drain}
-        serving = [x for x in serving if _name(x) not in marked]
-        # in the shadow phase the new template's workers would take traffic: lost ones are replaced after it
-        p.create = 0 if in_shadow else max(replicas - len(serving), 0)
-        stale = [x for x in serving if x["metadata"]["labels"].get(HASH_LABEL) != want_hash]
+    if not p.managed:
+        p.draining = len(draining)
+        _count(p, pas.serving, want_hash)
+        return p
+    allowed = roll_mod.ALLOWED[acting]
+    for pod, _ in lost:  # a pinned version's last worker is replaced by a copy of itself
+        v = _version(pod)
+        if _hash(pod) != want_hash and not _marked(pod) and allowed.create_from == "new" \
+                and pas.hold.keeps(v, pas.left(v) + 1, _name(pod)):
+            p.create_like.append(copy_of(pod, template))
+
+    # 3. surplus
+    for pod in old_shadows:
+        p.drain.append((_name(pod), "a shadow of a template no longer wanted"))
+    if replicas == 0:  # a pool scaled to zero keeps no shadow either
+        p.drain += [(_name(x), "scale in") for x in mine if x not in serving]
+    surplus = len(pas.serving) + len(p.create_like) - replicas
+    for pod in removal_order(pas.serving, want_hash, per_worker):
+        if surplus <= 0:
+            break
+        surplus -= pas.remove(pod, "scale in")
+
+    # 4. missing workers: of the wanted template, or in the Shadow phase copies of the serving version's
+    missing = max(replicas - len(pas.serving) - len(p.create_like), 0)
+    if allowed.create_from == "new":
+        p.create = missing
+    elif missing:
+        source = _copy_source(observed.pods, want_hash, against)
+        if source is not None:
+            p.create_like += [copy_of(source, template) for _ in range(missing)]
+        else:
+            p.problems.append(Problem(R.SHADOW_STALLED, f"{missing} worker(s) missing and no worker of the serving "
+                                      f"version {', '.join(against)} left to copy; set spec.rollout.shadow to false "
+                                      "to promote the new version, or revert the spec"))
+    if allowed.shadow and not mine and replicas > 0:
+        p.create_shadow = 1
+
+    # 5. the roll's drains, within the budget, when the phase allows them
+    if allowed.drain_stale:
         holding = [x for x in terminating if not stuck_terminating(x, observed.nodes, now)]
         # Workers about to be created count as unavailable: a roll never outruns its replacements.
-        unavailable = (sum(1 for x in serving if not is_ready(x)) + len(draining) + len(marked) + len(holding)
-                       + p.create)
+        unavailable = (sum(1 for x in pas.serving if not is_ready(x)) + len(draining) + len(p.drain) + len(holding)
+                       + p.create + len(p.create_like))
         # Stale workers that serve nothing (image pull failures, crash loops, unschedulable) go first and outside
         # the budget, as a Deployment scales down its unavailable old pods: a rollback from a bad template never
         # waits on pods that cannot become Ready. They still count as unavailable for the Ready ones.
-        for pod in [x for x in stale if not is_ready(x)]:
-            p.drain.append((_name(pod), "spec changed; it was not Ready"))
-        ready_stale = [x for x in stale if is_ready(x)]
-        p.roll = _roll(old_status.get("roll"), want_hash, now) if stale else None
-        chosen = [] if in_shadow else \
-            removal_order(ready_stale, want_hash, per_worker)[:roll_allowance(replicas, unavailable)]
-        for pod in _hold_pinned(chosen, serving, spec.rollout.maxVersionSkewSeconds, p, observed.signals.groups,
-                                now):
-            p.drain.append((_name(pod), "spec changed"))
-        marked = {n for n, _ in p.drain}
-        serving = [x for x in serving if _name(x) not in marked]
+        for pod in [x for x in pas.serving if _hash(x) != want_hash and not is_ready(x)]:
+            pas.remove(pod, "spec changed; it was not Ready")
+        budget = roll_allowance(replicas, unavailable)
+        for pod in removal_order([x for x in pas.serving if _hash(x) != want_hash and is_ready(x)], want_hash,
+                                 per_worker):
+            if budget <= 0:
+                break
+            budget -= pas.remove(pod, "spec changed")
+    p.held = "; ".join(dict.fromkeys(pas.hold.said))
 
-        for pod in draining:
-            name = _name(pod)
-            v = drain_mod.verdict(name, observed.health.get(name), sizing.per_worker_bytes > 0,
-                                  observed.segment_used.get(name), now - started_at[name], spec.drainTimeoutSeconds,
-                                  observed.unreachable_for.get(name, 0.0), is_ready(pod))
-            if v.action == "delete":
-                p.delete.append((name, "Normal" if v.reason == R.DRAINED else "Warning", R.WORKER_DELETED,
-                                 f"deleted worker pod {name} ({v.reason}): {v.message}"))
-            elif v.action == "stuck":
-                p.problems.append(Problem(v.reason, v.message))
-        draining_left = len(draining) - sum(1 for n, *_ in p.delete if n in {_name(x) for x in draining})
-        p.draining = draining_left + len(marked)
-    else:
-        p.draining = len(draining)
+    # 6. drains that have ended
+    for pod in draining:
+        name = _name(pod)
+        v = drain_mod.verdict(name, observed.health.get(name), sizing.per_worker_bytes > 0,
+                              observed.segment_used.get(name), now - started_at[name], spec.drainTimeoutSeconds,
+                              observed.unreachable_for.get(name, 0.0), is_ready(pod))
+        if v.action == "delete":
+            p.delete.append((name, "Normal" if v.reason == R.DRAINED else "Warning", R.WORKER_DELETED,
+                             f"deleted worker pod {name} ({v.reason}): {v.message}"))
+        elif v.action == "stuck":
+            p.problems.append(Problem(v.reason, v.message))
+    draining_left = len(draining) - sum(1 for n, *_ in p.delete if n in {_name(x) for x in draining})
+    p.draining = draining_left + len(p.drain)
+    _count(p, pas.serving, want_hash)
 
-    p.active = len(serving) + (p.create if p.managed else 0)
+    # 7. the built-in autoscaler
+    auto = spec.autoscaling
+    if auto is not None and auto.enabled:
+        starting = sum(1 for x in pas.serving if not is_ready(x)) + p.create + len(p.create_like)
+        obs = autoscaler.ScalingInputs(replicas=replicas, counted=p.active, starting=starting, hint=p.hint,
+                                       sizing_min=sizing.min_replicas_for_registration,
+                                       high_watermark=spec.sizing.highWatermark if spec.sizing else 0.9)
+        p.scale = autoscaler.decide(auto, obs, observed.signals, observed.history, now)
+    return p
+
+
+def _count(p: Plan, serving: list[dict], want_hash: str) -> None:
+    """What status reports of the workers that stay (and those about to be created)."""
+    p.active = len(serving) + (p.create + len(p.create_like) if p.managed else 0)
     p.ready = sum(1 for x in serving if is_ready(x))
-    p.stale = sum(1 for x in serving if x["metadata"]["labels"].get(HASH_LABEL) != want_hash)
-    p.lost = len(lost)
+    p.stale = sum(1 for x in serving if _hash(x) != want_hash) + len(p.create_like)
+    p.lost = sum(1 for n, _, reason, _ in p.delete if reason == R.WORKER_LOST)
     unsched = [c for x in serving for c in (x.get("status") or {}).get("conditions") or []
                if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"]
     if unsched:
         p.unschedulable = f"{len(unsched)} pod(s) unschedulable: {unsched[0].get('message', '')}"
-
-    p.hint = parse_expected_outputs(observed.annotations.get(EXPECTED_OUTPUTS_ANNOTATION), now)
-    auto = spec.autoscaling
-    if auto is not None and auto.enabled and p.managed:
-        starting = sum(1 for x in serving if not is_ready(x)) + p.create
-        obs = autoscaler.ScalingInputs(replicas=replicas, counted=p.active, starting=starting, hint=p.hint,
-                                  sizing_min=sizing.min_replicas_for_registration,
-                                  high_watermark=spec.sizing.highWatermark if spec.sizing else 0.9)
-        p.scale = autoscaler.decide(auto, obs, observed.signals, observed.history, now)
-    return p

@@ -49,6 +49,9 @@ PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"  # Progressing False, ye
 WAITING_FOR_PINNED_GROUPS = "WaitingForPinnedGroups"  # Progressing True: a roll holds for groups (maxVersionSkewSeconds)
 SHADOW_SCORING = "ShadowScoring"  # Progressing True: a new scorer version scores beside the serving one (rollout.shadow)
 SHADOW_DISAGREES = "ShadowDisagrees"  # Progressing False and Degraded: below rollout.shadowMinCorrelation, held
+# Progressing False: the shadow phase had no sample within progressDeadlineSeconds (and Degraded when a fault is why:
+# the shadow worker not Ready or not created, or no worker of the serving version left)
+SHADOW_STALLED = "ShadowStalled"
 # InvalidSpec (otherwise the first blocking finding's reason)
 SPEC_VALID = "SpecValid"
 SPEC_NOT_UNDERSTOOD = "SpecNotUnderstood"
@@ -122,11 +125,12 @@ WORKERS_CANNOT_REACH_STORE = "WorkersCannotReachStore"  # Degraded: the store ma
 def unhealthy(condition: dict) -> bool:
     """Is this condition anything but its healthy status (a type not in the table: healthy when True)?"""
     health = CONDITIONS.get(condition.get("type"), Health("True", False))
-    return condition.get("status") != health.healthy or condition.get("reason") == PROGRESS_DEADLINE_EXCEEDED
+    return condition.get("status") != health.healthy or condition.get("reason") in (PROGRESS_DEADLINE_EXCEEDED,
+                                                                                    SHADOW_STALLED)
 
 
 def warns(condition: dict) -> bool:
-    """Is this condition a problem worth a Warning event (a roll past its deadline is one)?"""
+    """Is this condition a problem worth a Warning event (a roll past its deadline is one, a stalled shadow too)?"""
     health = CONDITIONS.get(condition.get("type"))
     return unhealthy(condition) and (
-        (health is not None and health.warns) or condition.get("reason") == PROGRESS_DEADLINE_EXCEEDED)
+        (health is not None and health.warns) or condition.get("reason") in (PROGRESS_DEADLINE_EXCEEDED, SHADOW_STALLED))

@@ -106,6 +106,16 @@ async def reconcile(kube: Kube, workers: WorkerClient, body: dict, nodes: dict[s
 
     p = plan(pool, sizing, template, template_hash(template), observed, blocks_workers(problems),
              owned.network, old)
+    first = status_mod.roll_first(p, old)
+    if first is not None:  # a new phase is recorded before anything acts on it
+        try:
+            written = await kube.patch_pool_status(pool.namespace, pool.name, first,
+                                                   body["metadata"].get("resourceVersion"))
+        except ApiException as e:  # not recorded, so not acted on: the next pass decides again
+            log.info("pool %s/%s: the roll's phase %s was not recorded (%s); nothing done this pass",
+                     pool.namespace, pool.name, (p.roll or {}).get("phase"), api_message(e))
+            return old, None
+        body, old = written, written.get("status") or {}
     failures, scaled = await _apply(kube, workers, body, pool, p, observed, pods, owned.token)
     if p.scale is not None:
         memory.autoscaler = p.scale.history
@@ -214,12 +224,14 @@ async def _apply(kube: Kube, workers: WorkerClient, body: dict, pool: Pool, p: P
     if p.promote and p.promoted_now:
         await _say(kube, body, "Normal", R.SHADOW_PROMOTED, p.shadow_message)
     created_names: list[str] = []
-    shadows = [True] * p.create_shadow + [False] * p.create
-    for shadow in shadows:
-        meta = {k: v for k, v in p.template["metadata"].items() if k != "generateName"}
+    # (pod to create, whether it is a shadow): the shadow first, then copies of old workers, then new ones
+    todo = [(p.template, True)] * p.create_shadow + [(x, False) for x in p.create_like] + \
+        [(p.template, False)] * p.create
+    for source, shadow in todo:
+        meta = {k: v for k, v in source["metadata"].items() if k != "generateName"}
         if shadow:
             meta = {**meta, "annotations": {**meta.get("annotations", {}), SHADOW_ANNOTATION: C.now()}}
-        pod = {**p.template, "metadata": {**meta, "name": _new_name(p.template)}}
+        pod = {**source, "metadata": {**meta, "name": _new_name(source)}}
         cache.expect(ns, pool.name, pod["metadata"]["name"], CREATE)
         try:
             created = await kube.create_pod(ns, pod)

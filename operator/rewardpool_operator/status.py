@@ -9,6 +9,7 @@ from . import reasons as R
 from .observed import Network, Signals
 from .plan import Plan
 from .quantity import format_bytes
+from .roll import SHADOW
 from .findings import Problem
 from .sizing import SizingResult
 from .spec import Pool
@@ -55,6 +56,8 @@ def compute(pool: Pool, sizing: SizingResult, problems: list[Problem], network: 
         stalled = now - (C.epoch(progress["time"]) or now)
         if p.shadow_state == "disagrees":  # held for the user: not progressing, and said (Degraded)
             conds.append(C.cond(R.PROGRESSING, False, R.SHADOW_DISAGREES, f"{message}; {p.shadow_message}"))
+        elif p.shadow_state == "stalled":  # no sample within the deadline: said, with why
+            conds.append(C.cond(R.PROGRESSING, False, R.SHADOW_STALLED, f"{message}; {p.shadow_message}"))
         elif p.shadow_state == "scoring":  # waiting on purpose, for the shadow's samples
             conds.append(C.cond(R.PROGRESSING, True, R.SHADOW_SCORING, f"{message}; {p.shadow_message}"))
         elif p.held:  # waiting on purpose, bounded by maxVersionSkewSeconds: not a stalled roll
@@ -72,7 +75,9 @@ def compute(pool: Pool, sizing: SizingResult, problems: list[Problem], network: 
     if p.scale is not None:
         conds.append(C.cond(R.SCALING_ACTIVE, p.scale.reason != R.METRICS_UNAVAILABLE, p.scale.reason,
                             p.scale.message))
-    all_ready = p.managed and p.ready == replicas and not p.stale and not failures
+    # In the shadow phase the old version serves every call: a pool whose serving workers are all Ready can
+    # score (a job that waits for Ready before it sends traffic must not wait on a shadow that needs traffic).
+    all_ready = p.managed and p.ready == replicas and (not p.stale or p.phase == SHADOW) and not failures
     ready_reason = R.ALL_WORKERS_READY if all_ready else (R.REPLICA_FAILURE if failures and p.managed else not_ready)
     conds.append(C.cond(R.READY, all_ready, ready_reason, f"{p.ready}/{replicas} workers ready"))
 
@@ -94,7 +99,7 @@ def compute(pool: Pool, sizing: SizingResult, problems: list[Problem], network: 
         "segment": sizing.status(), "memoryPerWorker": format_bytes(sizing.memory_bytes),
         "memoryFormula": sizing.memory_formula, "networkAttachment": network_ref, "progress": progress,
         "scorerVersions": p.versions,
-        "roll": p.roll,  # None deletes it (a merge patch) once the roll is over
+        "roll": roll_patch(p.roll, old.get("roll")),  # None deletes it (a merge patch) once the roll is over
         "shadow": _as_patch(p.shadow, old.get("shadow")),
         "conditions": C.merge(old.get("conditions"), conds, generation),
     }
@@ -108,6 +113,27 @@ def _as_patch(new: dict | None, old: dict | None) -> dict | None:
     out = {k: v for k, v in new.items() if v is not None}
     out.update({k: None for k in old or {} if k not in out})
     return out
+
+
+def roll_patch(new: dict | None, old: dict | None) -> dict | None:
+    """status.roll as a merge patch over the one stored: keys it no longer has (pins of a version no longer
+    pinned, the phase's own fields) are nulled, so a roll's record is exactly what the plan decided."""
+    if new is None:
+        return None
+    out = _as_patch(new, old)
+    if out is not None and isinstance(new.get("pins"), dict):
+        out["pins"] = _as_patch(new["pins"], (old or {}).get("pins") if isinstance((old or {}).get("pins"), dict)
+                                else None)
+    return out
+
+
+def roll_first(p: Plan, old: dict) -> dict | None:
+    """The status to write before the plan acts, when its roll changed phase (a roll begun or ended, a shadow
+    promoted): a decision is recorded before anything acts on it, so a refused write leaves nothing done that the
+    status does not know, and the next pass decides again from what is stored."""
+    if not p.managed or not p.phase_changed:
+        return None
+    return {"roll": roll_patch(p.roll, old.get("roll")), "shadow": _as_patch(p.shadow, old.get("shadow"))}
 
 
 def warnings(old: dict, new: dict) -> list[tuple[str, str, str]]:

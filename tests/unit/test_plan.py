@@ -155,8 +155,10 @@ LAST_OLD = [_versioned("a", "v1", hash_="old", ip="10.0.0.1"), _versioned("c", "
 
 def test_a_roll_keeps_the_old_versions_last_worker_while_groups_are_pinned_to_it():
     pl = run_plan(LAST_OLD, groups={"10.0.0.1": 3}, old_status=_rolling_since(10), **SKEW)
-    assert pl.drain == [] and "3 caller group(s) pinned to scorer version v1" in pl.held and "a" in pl.held
-    assert pl.roll == {"to": "H", "since": rfc3339(NOW - 10)}  # the clock is kept across reconciles
+    assert pl.drain == [] and "pinned to scorer version v1, whose last worker a is kept" in pl.held
+    # the clock is kept across reconciles (a roll recorded before phases existed is in its Replacing phase)
+    assert pl.roll == {"to": "H", "since": rfc3339(NOW - 10), "phase": "Replacing", "phaseSince": rfc3339(NOW - 10),
+                       "pins": {"v1": rfc3339(NOW)}}
 
 
 @pytest.mark.parametrize("case", [
@@ -175,7 +177,8 @@ def test_only_a_versions_last_worker_is_held_and_a_new_roll_starts_its_own_clock
             _versioned("b", "v1", hash_="old", ip="10.0.0.2", created=2)]
     pl = run_plan(pods, groups={"10.0.0.1": 2, "10.0.0.2": 2}, **SKEW)
     assert drained(pl) == ["b"] and pl.held == ""  # a still serves v1's groups
-    assert pl.roll == {"to": "H", "since": rfc3339(NOW)}  # first seen now
+    assert pl.roll == {"to": "H", "since": rfc3339(NOW), "phase": "Replacing", "phaseSince": rfc3339(NOW),
+                       "pins": {"v1": rfc3339(NOW)}}  # first seen now
     old = {"roll": {"to": "another-template", "since": rfc3339(NOW - 999)}}
     assert run_plan(LAST_OLD, groups={"10.0.0.1": 1}, old_status=old, **SKEW).roll["since"] == rfc3339(NOW)
     assert run_plan([pod("c"), pod("d")], old_status=_rolling_since(5), **SKEW).roll is None  # no roll: cleared
@@ -200,7 +203,9 @@ def _agreeing(n, sx=10.0, sy=12.0, sxx=30.0, syy=40.0, sxy=34.0):
 
 
 def _in_shadow_since(seconds_ago, promoted=None):
-    return {"shadow": {"to": "H", "since": rfc3339(NOW - seconds_ago), "promoted": promoted}}
+    since = rfc3339(NOW - seconds_ago)
+    return {"roll": {"to": "H", "since": since, "phase": "Shadow", "phaseSince": since, "from": ["v1"]},
+            "shadow": {"to": "H", "since": since, "promoted": promoted}}
 
 
 def test_a_roll_to_another_scorer_version_starts_one_shadow_worker_and_drains_nothing():
@@ -228,7 +233,8 @@ def test_enough_samples_promote_the_shadow_then_the_roll_goes_on_with_an_old_wor
     assert pl.drain == [] and pl.create == 0
     # the next pass: promoted in the status, the annotation not yet gone from the cache: promoted again (no
     # event), and it is a surplus worker of the new template, so an old one drains
-    after = run_plan(OLD_TWO + [_shadow_pod()], old_status={"shadow": pl.shadow}, **SHADOW)
+    assert pl.phase_changed and pl.roll["phase"] == "Replacing" and pl.roll["phaseSince"] == rfc3339(NOW)
+    after = run_plan(OLD_TWO + [_shadow_pod()], old_status={"roll": pl.roll, "shadow": pl.shadow}, **SHADOW)
     assert after.promote == ["s"] and not after.promoted_now and after.shadow_state == ""
     assert drained(after) == ["b"] and after.create == 0 and after.shadow == pl.shadow
 
@@ -240,14 +246,18 @@ def test_a_shadow_below_the_minimum_correlation_holds_the_roll_and_says_so():
     assert [x.reason for x in pl.problems] == ["ShadowDisagrees"] and "shadowMinCorrelation 0.99" in pl.problems[0].message
 
 
-@pytest.mark.parametrize("pods,old_status,why", [
-    ([_versioned("a", "v1", hash_="old", ready=False), _versioned("b", "v1", hash_="old", ready=False)], {},
-     "nothing old serves"),
-    (OLD_TWO + [pod("c")], {}, "a worker of the new template serves already"),
-], ids=["nothing-serves", "new-serves"])
-def test_no_shadow_phase_when_it_compares_nothing(pods, old_status, why):
-    pl = run_plan(pods, old_status=old_status, **SHADOW)
-    assert pl.create_shadow == 0 and pl.shadow_state == "", why
+def test_no_shadow_phase_when_a_worker_of_the_new_template_serves_already():
+    pl = run_plan(OLD_TWO + [pod("c")], **SHADOW)
+    assert pl.create_shadow == 0 and pl.shadow_state == "" and pl.phase == "Replacing"
+
+
+def test_a_roll_begun_while_no_old_worker_is_ready_still_starts_in_shadow():
+    # the one old worker of a replicas-1 pool restarting, or a store failover: the spec change still goes
+    # through a shadow (skipping it would change the reward without a comparison)
+    pods = [_versioned("a", "v1", hash_="old", ready=False)]
+    pl = run_plan(pods, replicas=1, **SHADOW)
+    assert pl.phase == "Shadow" and pl.create_shadow == 1 and pl.create == 0 and pl.drain == []
+    assert pl.roll["from"] == ["v1"] and pl.phase_changed
 
 
 def test_a_roll_that_keeps_the_scorer_version_needs_no_shadow():

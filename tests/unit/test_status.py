@@ -78,8 +78,8 @@ def test_a_roll_held_for_pinned_groups_says_so_and_is_not_a_stalled_roll():
     new = status.compute(p, sizing.compute(p.spec), [], NET, pl, Signals(0, 0, None, 2), [], old, 1, "", now=NOW)
     cond = next(c for c in new["conditions"] if c["type"] == "Progressing")
     assert (cond["status"], cond["reason"]) == ("True", "WaitingForPinnedGroups")
-    assert "4 caller group(s) pinned to scorer version v1" in cond["message"] and "800s more" in cond["message"]
-    assert new["roll"] == old["roll"]
+    assert "pinned to scorer version v1, whose last worker a is kept" in cond["message"] and "800s more" in cond["message"]
+    assert new["roll"]["since"] == old["roll"]["since"] and new["roll"]["phase"] == "Replacing"
     assert status.compute(p, sizing.compute(p.spec), [], NET, run_plan([pod("c"), pod("d")]),
                           Signals(0, 0, None, 2), [], new, 1, "", now=NOW)["roll"] is None  # over: removed
 
@@ -109,7 +109,9 @@ def test_a_shadow_phase_says_its_agreement_and_a_disagreeing_one_is_held_and_war
         assert (cond["status"], cond["reason"]) == want, cond
         assert "30/" in cond["message"] and "in shadow of v1" in cond["message"]
         assert new["shadow"]["samples"] == 30 and new["shadow"]["workers"] == ["s"]
-        assert next(c for c in new["conditions"] if c["type"] == "Ready")["status"] == "False"
+        # the old version serves every call, and all its workers are Ready: the pool can score (a job that waits
+        # for Ready before it sends traffic must not wait on a shadow that needs traffic)
+        assert next(c for c in new["conditions"] if c["type"] == "Ready")["status"] == "True"
     degraded = next(c for c in new["conditions"] if c["type"] == "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "ShadowDisagrees")
     assert ("Warning", "ShadowDisagrees") in [(t, r) for t, r, _ in status.warnings(old, new)]
