@@ -281,7 +281,9 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
                            new_serves=any(_hash(x) == want_hash for x in unmarked), shadow_marked=bool(mine),
                            shadow_on=spec.rollout.shadow, samples_wanted=spec.rollout.shadowSamples,
                            min_correlation=spec.rollout.shadowMinCorrelation, agreement=agreement)
-    st = roll_mod.step(old, facts, rolling=bool(stale or mine), now=now)
+    # a lost old worker keeps the roll open for its pass: a pinned version's last one is replaced by a copy
+    lost_stale = [x for x, _ in lost if _hash(x) != want_hash and not _marked(x)]
+    st = roll_mod.step(old, facts, rolling=bool(stale or mine or lost_stale), now=now)
     if p.managed:
         p.phase, p.roll = st.phase, (dict(st.record) if st.record else None)
         p.phase_changed = _phase_key(p.roll) != _phase_key(old_status.get("roll"))

@@ -1,3 +1,4 @@
+import copy
 import json
 
 import pytest
@@ -289,3 +290,28 @@ def test_mixture_weights_are_part_of_the_scorer_version():
     a = pool(scorer={}, scorers=[{"name": "pickscore", "weight": 1.0}, {"name": "mean-intensity", "weight": 0.5}])
     b = pool(scorer={}, scorers=[{"name": "pickscore", "weight": 1.0}, {"name": "mean-intensity", "weight": 0.25}])
     assert builders.scorer_digest(a) != builders.scorer_digest(b)
+
+
+def test_a_copy_of_an_old_worker_is_that_worker_as_it_was_created_not_as_it_ran():
+    from rewardpool_operator.builders import copy_of
+    from rewardpool_worker.contract import DRAIN_ANNOTATION, SHADOW_ANNOTATION
+
+    p = pool()
+    s = sizing.compute(p.spec)
+    template = builders.pod_template(p, s)
+    old = copy.deepcopy(template)
+    old["metadata"].update(name="p-abcde", uid="u-9", resourceVersion="7", creationTimestamp="2026-01-01T00:00:00Z")
+    old["metadata"]["labels"]["rewardpool.io/template-hash"] = "old"
+    old["metadata"]["annotations"].update({DRAIN_ANNOTATION: "t", SHADOW_ANNOTATION: "t",
+                                           "k8s.v1.cni.cncf.io/network-status": "[...]"})
+    old["spec"]["nodeName"] = "n0"
+    old["status"] = {"phase": "Running", "podIP": "10.0.0.1"}
+    new = copy_of(old, template)
+    assert new["metadata"]["labels"] == old["metadata"]["labels"]  # its template hash and scorer version
+    assert set(new["metadata"]["annotations"]) == set(template["metadata"]["annotations"])  # none added at run time
+    assert new["metadata"]["generateName"] == "p-" and "name" not in new["metadata"] and "uid" not in new["metadata"]
+    assert new["metadata"]["ownerReferences"] == template["metadata"]["ownerReferences"]
+    assert "nodeName" not in new["spec"] and "status" not in new
+    assert {k: v for k, v in new["spec"].items()} == {k: v for k, v in old["spec"].items() if k != "nodeName"}
+    # the pod's security context and token mounting are the old worker's, as the operator set them
+    assert new["spec"]["automountServiceAccountToken"] is False

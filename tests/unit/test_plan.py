@@ -269,14 +269,117 @@ def test_a_roll_that_keeps_the_scorer_version_needs_no_shadow():
     assert pl.create_shadow == 0 and drained(pl) == ["b"]  # an ordinary roll (resources, say)
 
 
-def test_in_the_shadow_phase_a_lost_old_worker_is_replaced_only_after_it_and_stale_shadows_go():
-    lost = _versioned("b", "v1", hash_="old", phase="Failed")
-    pl = run_plan([OLD_TWO[0], lost, _shadow_pod(), _shadow_pod("t", hash_="older")], health=_agreeing(5),
+def test_in_the_shadow_phase_stale_shadows_go():
+    pl = run_plan(OLD_TWO + [_shadow_pod(), _shadow_pod("t", hash_="older")], health=_agreeing(5),
                   old_status=_in_shadow_since(60), **SHADOW)
-    assert deleted(pl) == ["b"] and pl.create == 0 and pl.create_shadow == 0
     assert drained(pl) == ["t"]  # the shadow of a template no longer wanted serves nothing: it goes at once
+    assert pl.create == 0 and pl.create_like == [] and pl.create_shadow == 0
 
 
 def test_turning_shadow_off_mid_way_promotes_the_shadow_worker():
     pl = run_plan(OLD_TWO + [_shadow_pod()], health=_agreeing(5), old_status=_in_shadow_since(60))
     assert pl.promote == ["s"] and pl.promoted_now and "turned off" in pl.shadow_message
+
+
+# ---- the interactions: the gate and the hold under readiness blips, scale changes and lost workers -------------------
+DISAGREEING = {"s": {"agreement": {"v1-0a1b2c3d": {"n": 100, "sx": 50.0, "sy": 50.0, "sxx": 40.0, "syy": 40.0,
+                                                   "sxy": 22.0}}}}  # r = -0.2
+STRICT = {"rollout": {"shadow": True, "shadowSamples": 100, "shadowMinCorrelation": 0.9}}
+
+
+@pytest.mark.parametrize("old_ready", [[False], [False, False], [True, False]], ids=["one-restarting",
+                                                                                     "failover", "one-blips"])
+def test_a_disagreeing_shadow_is_never_promoted_by_old_workers_not_being_ready(old_ready):
+    olds = [_versioned(f"o{i}", "v1", hash_="old", ready=r, created=i) for i, r in enumerate(old_ready)]
+    pl = run_plan(olds + [_shadow_pod()], replicas=len(olds), health=DISAGREEING, old_status=_in_shadow_since(60),
+                  **STRICT)
+    assert pl.promote == [] and pl.phase == "Shadow" and pl.shadow_state == "disagrees"
+    assert pl.drain == [] and pl.create == 0  # nothing of the new template serves, nothing old is rolled
+
+
+def test_while_the_shadow_runs_lost_and_missing_workers_are_copies_of_an_old_one():
+    lost = _versioned("b", "v1", hash_="old", phase="Failed")
+    pl = run_plan([OLD_TWO[0], lost, _shadow_pod()], health=_agreeing(5), old_status=_in_shadow_since(60), **SHADOW)
+    assert deleted(pl) == ["b"] and pl.create == 0 and pl.create_shadow == 0
+    assert [x["metadata"]["labels"]["rewardpool.io/template-hash"] for x in pl.create_like] == ["old"]
+    assert [x["metadata"]["labels"]["rewardpool.io/scorer-version"] for x in pl.create_like] == ["v1"]
+    # a scale-up in the shadow phase adds old-version workers too (the old version serves every call)
+    pl = run_plan(OLD_TWO + [_shadow_pod()], replicas=4, health=_agreeing(5), old_status=_in_shadow_since(60),
+                  **SHADOW)
+    assert pl.create == 0 and len(pl.create_like) == 2 and pl.active == 4 and pl.stale == 4
+
+
+def test_a_shadow_with_no_sample_past_the_deadline_says_why():
+    stuck = _shadow_pod(ready=False)
+    stuck["status"]["conditions"].append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                          "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."})
+    late = _in_shadow_since(700)  # progressDeadlineSeconds defaults to 600
+    pl = run_plan(OLD_TWO + [stuck], old_status=late, **SHADOW)
+    assert pl.shadow_state == "stalled" and "cannot be scheduled: 0/3 nodes are available" in pl.shadow_message
+    assert [x.reason for x in pl.problems] == ["ShadowStalled"]
+    # a quiet pool (a Ready shadow, no traffic) is said too, as such, and is not a fault
+    pl = run_plan(OLD_TWO + [_shadow_pod()], old_status=late, **SHADOW)
+    assert pl.shadow_state == "stalled" and "no call has reached it" in pl.shadow_message and pl.problems == []
+    # within the deadline, or with samples, it is just scoring
+    assert run_plan(OLD_TWO + [stuck], old_status=_in_shadow_since(60), **SHADOW).shadow_state == "scoring"
+    assert run_plan(OLD_TWO + [_shadow_pod()], health=_agreeing(3), old_status=late,
+                    **SHADOW).shadow_state == "scoring"
+
+
+def _replacing(since_ago, promoted_ago, pins=None):
+    roll = {"to": "H", "since": rfc3339(NOW - since_ago), "phase": "Replacing",
+            "phaseSince": rfc3339(NOW - promoted_ago)}
+    if pins:
+        roll["pins"] = {v: rfc3339(NOW - ago) for v, ago in pins.items()}
+    return {"roll": roll}
+
+
+def test_the_skew_window_starts_when_the_new_version_takes_traffic_not_at_the_shadow():
+    # the shadow phase took 1000 s; promoted 10 s ago: the 300 s window has barely begun
+    pl = run_plan(LAST_OLD, groups={"10.0.0.1": 3}, old_status=_replacing(1000, 10), **SKEW)
+    assert pl.drain == [] and "290s more" in pl.held
+    pl = run_plan(LAST_OLD, groups={"10.0.0.1": 3}, old_status=_replacing(1000, 301), **SKEW)
+    assert drained(pl) == ["a"] and pl.held == ""
+
+
+def test_a_scale_in_during_a_roll_keeps_the_pinned_versions_last_worker():
+    pods = LAST_OLD + [_versioned("d", "v2", ip="10.0.0.4", created=5)]
+    pl = run_plan(pods, replicas=2, groups={"10.0.0.1": 3}, old_status=_replacing(100, 10), **SKEW)
+    assert drained(pl) == ["d"] and "whose last worker a is kept" in pl.held  # another worker goes instead
+    pl = run_plan(pods, replicas=1, groups={"10.0.0.1": 3}, old_status=_replacing(100, 10), **SKEW)
+    assert sorted(drained(pl)) == ["c", "d"]
+
+
+def test_a_held_worker_that_misses_readiness_probes_is_still_held():
+    # not Ready: its groups are not read this pass, but the status remembers them for GROUP_ACTIVE_SECONDS
+    blip = [_versioned("a", "v1", hash_="old", ip="10.0.0.1", ready=False), _versioned("c", "v2", ip="10.0.0.3")]
+    pl = run_plan(blip, old_status=_replacing(100, 10, pins={"v1": 20}), **SKEW)
+    assert pl.drain == [] and "whose last worker a is kept" in pl.held
+    assert pl.roll["pins"] == {"v1": rfc3339(NOW - 20)}  # kept as it was: no status write for it
+    pl = run_plan(blip, old_status=_replacing(100, 10, pins={"v1": 61}), **SKEW)
+    assert drained(pl) == ["a"] and "pins" not in pl.roll  # lapsed: nothing reported it for longer
+
+
+def test_a_pinned_versions_lost_last_worker_is_replaced_by_a_copy_of_itself():
+    lost = _versioned("a", "v1", hash_="old", ip="10.0.0.1", phase="Failed")
+    pl = run_plan([lost, _versioned("c", "v2", ip="10.0.0.3")], old_status=_replacing(100, 10, pins={"v1": 5}),
+                  **SKEW)
+    assert deleted(pl) == ["a"] and pl.create == 0
+    assert [x["metadata"]["labels"]["rewardpool.io/scorer-version"] for x in pl.create_like] == ["v1"]
+    pl = run_plan([lost, _versioned("c", "v2", ip="10.0.0.3")], old_status=_replacing(100, 10), **SKEW)
+    assert pl.create == 1 and pl.create_like == []  # nothing pinned: a worker of the new template
+
+
+def test_the_pass_that_records_a_new_phase_says_so_and_a_kept_phase_does_not():
+    pl = run_plan(OLD_TWO, **SHADOW)
+    assert pl.phase_changed and pl.roll["phase"] == "Shadow"
+    again = run_plan(OLD_TWO + [_shadow_pod()], health=_agreeing(5), old_status={"roll": pl.roll}, **SHADOW)
+    assert not again.phase_changed and again.roll["phaseSince"] == pl.roll["phaseSince"]
+    done = run_plan([pod("c"), pod("d")], old_status={"roll": pl.roll}, **SHADOW)
+    assert done.roll is None and done.phase_changed
+
+
+def test_a_blocked_pool_keeps_its_roll_record():
+    old = _in_shadow_since(60)
+    pl = run_plan(OLD_TWO + [_shadow_pod()], blocking=True, old_status=old, **SHADOW)
+    assert pl.roll == old["roll"] and pl.shadow == old["shadow"] and not pl.phase_changed

@@ -178,3 +178,33 @@ def test_a_blocking_finding_creates_no_worker_and_says_why():
     mark, n_events = len(w.kube.writes), len(w.kube.events)
     w.reconcile()
     assert w.since(mark) == [] and len(w.kube.events) == n_events  # told once, not on every pass
+
+
+def test_a_new_roll_phase_is_recorded_before_any_pod_is_touched_and_a_refused_record_touches_none():
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    w = World(replicas=2)
+    w.reconcile()
+    w.pods_seen()
+    w.reconcile()
+    w.body["spec"]["image"] = "img:2"  # a roll
+    w.body["metadata"]["generation"] = 2
+    real = w.kube.patch_pool_status
+
+    async def refused(*a, **kw):
+        raise ApiException(status=409, reason="Conflict")
+    w.kube.patch_pool_status = refused
+    mark = len(w.kube.writes)
+    w.reconcile()
+    assert w.since(mark) == []  # not recorded, so nothing acted on it
+    w.kube.patch_pool_status = real
+    mark = len(w.kube.writes)
+    status = w.reconcile()
+    writes = [(v, k) for v, k, _ in w.since(mark)]
+    assert writes[0] == ("status", "RewardPool") and ("annotate", "Pod") in writes  # recorded, then the drain
+    assert w.kube.statuses[-2]["roll"]["phase"] == "Replacing"  # the first write: the phase alone
+    assert set(w.kube.statuses[-2]) == {"roll", "shadow"}
+    assert status["roll"]["phase"] == "Replacing"
+    mark = len(w.kube.writes)
+    w.reconcile()
+    assert ("status", "RewardPool") not in [(v, k) for v, k, _ in w.since(mark)]  # a kept phase: no write first
