@@ -47,4 +47,7 @@ class Observed:
     unreachable_for: dict[str, float] = field(default_factory=dict)  # seconds a draining worker has been silent
     annotations: dict[str, str] = field(default_factory=dict)  # the pool's own (a client's demand hint)
     history: History = field(default_factory=History)  # the autoscaler's memory of this pool
+    # scorer version -> when its workers last reported pinned groups, as the operator remembers it (status.roll.pins
+    # is the record; this survives a refused status write, the record survives a restart)
+    pins: dict[str, float] = field(default_factory=dict)
     now: float = 0.0

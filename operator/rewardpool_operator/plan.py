@@ -62,6 +62,7 @@ class Plan:
     roll: dict | None = None  # status.roll: the roll in progress, its phase and since when, pinned versions
     phase: str | None = None  # roll.SHADOW, roll.REPLACING or None
     phase_changed: bool = False  # the phase record is new this pass: written to status before anything acts on it
+    pins: dict[str, float] = field(default_factory=dict)  # versions with groups pinned (the operator remembers them)
     held: str = ""  # why the roll waits for groups pinned to an old scorer version (empty: it does not)
     # shadow scoring (spec.rollout.shadow)
     shadow: dict | None = None  # status.shadow: the last shadow of a new scorer version, and how it agreed
@@ -172,12 +173,17 @@ def _agreement(shadows: list[dict], health: dict, against: list[str]) -> Agreeme
     return total
 
 
-def _pins(record: dict, serving: list[dict], groups: dict[str, int], now: float) -> dict[str, float]:
-    """Versions with caller groups pinned: reported now by their workers (pod IP -> groups), or remembered."""
+def _pins(recorded: dict, remembered: dict[str, float], serving: list[dict], groups: dict[str, int],
+          now: float) -> dict[str, float]:
+    """Versions with caller groups pinned: reported now by their workers (pod IP -> groups), or remembered (the
+    last roll's record, whatever its target: a roll begun over another keeps its pins; and the operator's own
+    memory, which a refused status write does not lose)."""
     reported: dict[str, int] = {}
     for x in serving:
         reported[_version(x)] = reported.get(_version(x), 0) + groups.get(pod_ip(x) or "", 0)
-    old = {v: t for v, s in (record.get("pins") or {}).items() if (t := C.epoch(s)) is not None}
+    old = {v: t for v, s in (recorded.get("pins") or {}).items() if (t := C.epoch(s)) is not None}
+    for v, t in remembered.items():
+        old[v] = max(t, old.get(v, t))
     return roll_mod.seen_pins(old, reported, now)
 
 
@@ -296,12 +302,13 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
     p.versions = scorer_versions(serving)
     window = C.epoch((p.roll or {}).get("phaseSince")) if acting == roll_mod.REPLACING else None
     pins: dict[str, float] = {}
-    if p.roll is not None and acting == roll_mod.REPLACING and spec.rollout.maxVersionSkewSeconds is not None:
-        pins = _pins(p.roll, serving, observed.signals.groups, now)
+    if p.roll is not None and spec.rollout.maxVersionSkewSeconds is not None:
+        pins = _pins(old_status.get("roll") or {}, observed.pins, serving, observed.signals.groups, now)
     if p.roll is not None:
         p.roll.pop("pins", None)
         if pins:
             p.roll["pins"] = {v: C.now(t) for v, t in sorted(pins.items())}
+    p.pins = pins
     pas = _Pass(serving=list(serving), hold=roll_mod.Hold(spec.rollout.maxVersionSkewSeconds, window, pins, now), p=p)
     if p.managed:
         _shadow_report(pool, p, st, mine, stale, against, agreement, want_hash, want_version, old_status, now)

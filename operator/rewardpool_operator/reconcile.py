@@ -56,7 +56,8 @@ NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/ra
 class PoolMemory:
     """What the operator remembers between reconciles of a pool (lost on restart, which only makes it more
     careful): when a draining worker went silent, the store name each worker reported, the autoscaler's
-    history, what the owned objects looked like and what was last applied to them, and the last signals read."""
+    history, what the owned objects looked like and what was last applied to them, the last signals read, and the
+    scorer versions caller groups were last seen pinned to."""
     silent_since: dict[str, float] = field(default_factory=dict)
     store_hostname: dict[str, str] = field(default_factory=dict)
     autoscaler: History = field(default_factory=History)
@@ -64,6 +65,7 @@ class PoolMemory:
     applied: dict[str, Applied] = field(default_factory=dict)
     signals: Signals | None = None
     signals_at: float = 0.0
+    pins: dict[str, float] = field(default_factory=dict)  # scorer versions with caller groups pinned (plan.Plan.pins)
 
 
 async def reconcile(kube: Kube, workers: WorkerClient, body: dict, nodes: dict[str, dict], pods: PodCache,
@@ -101,11 +103,13 @@ async def reconcile(kube: Kube, workers: WorkerClient, body: dict, nodes: dict[s
     problems = validate.findings(pool.spec, sizing, _rdma_nodes(pool, nodes), template) + owned.problems
     observed = await _observe(workers, pool, nodes, pods, memory, full)
     observed.annotations = body["metadata"].get("annotations") or {}
+    observed.pins = memory.pins
     problems += podstatus.container_problems(observed.pods)  # image pulls, crash loops: said, not silent
     problems += podstatus.unready_problems(observed.pods, observed.health)  # Ray or store outages: said too
 
     p = plan(pool, sizing, template, template_hash(template), observed, blocks_workers(problems),
              owned.network, old)
+    memory.pins = p.pins
     first = status_mod.roll_first(p, old)
     if first is not None:  # a new phase is recorded before anything acts on it
         try:

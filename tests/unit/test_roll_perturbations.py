@@ -1,8 +1,8 @@
 """Rolls under generated perturbations: a small world of pods (they become Ready a pass after they are created,
 drain in one pass, blip, get lost) driven by the real plan and status code, pass after pass, while hypothesis
 draws what the world does between passes: readiness blips, a store failover (nothing Ready), scale changes, lost
-workers, spec changes, refused status writes, shadow samples that agree or not, groups pinned and unpinned,
-shadow turned off. After every pass the invariants are checked:
+workers, spec changes, refused status writes, operator restarts, shadow samples that agree or not, groups pinned
+and unpinned, shadow turned off. After every pass the invariants are checked:
 
 - no promotion below the gate: a version that went through a shadow phase serves only once its samples passed
   the gate or shadow was turned off;
@@ -65,6 +65,7 @@ class World:
     pinned: str | None = None
     counter: int = 0
     gen: int = 1
+    memory_pins: dict = field(default_factory=dict)  # the operator's own memory (PoolMemory.pins): lost on restart
     # what the invariants remember
     shadowed: set = field(default_factory=set)  # versions that had a shadow phase
     turned_off: set = field(default_factory=set)  # versions whose roll saw shadow turned off
@@ -133,8 +134,9 @@ def one_pass(w: World, not_ready: set[str]) -> None:
             sums = agreement(n, good).model_dump()
             health[name] = {"agreement": {f"{version(o)}-m0": sums for o in seen.values() if version(o) != version(x)}}
     obs = Observed(pods=list(seen.values()), nodes={"n0": ready_node()}, signals=Signals(0, 0, None, len(seen),
-                   groups=groups), health=health, now=w.now)
+                   groups=groups), health=health, now=w.now, pins=w.memory_pins)
     pl = plan(p, s, template, want, obs, False, NET, w.status)
+    w.memory_pins = pl.pins
     before = {n for n, x in seen.items() if serving(x) and ready(x)}
     n_ready_serving = len(before)
 
@@ -213,6 +215,7 @@ PERTURBATION = st.one_of(
     st.tuples(st.just("samples"), st.booleans(), st.integers(1, 25)),
     st.tuples(st.just("pin"), st.booleans()),
     st.just(("shadow_off",)),
+    st.just(("restart",)),
 )
 
 
@@ -245,6 +248,10 @@ def run(steps) -> World:
         elif kind == "pin":
             olds = sorted({version(x) for x in w.pods.values() if serving(x) and version(x) != w.version})
             w.pinned = olds[0] if step[1] and olds else None
+        elif kind == "restart":  # the operator's memory is gone; what it recorded in status is what it knows
+            w.memory_pins = {}
+            recorded = {v: epoch(t) for v, t in ((w.status.get("roll") or {}).get("pins") or {}).items()}
+            w.reported_at = {v: t for v, t in recorded.items() if t is not None}
         elif kind == "shadow_off":
             w.shadow_on = False
             w.turned_off.add(w.version)
