@@ -116,6 +116,7 @@ class FakeWorkers:
 
     def __init__(self):
         self.queues: dict[str, int] = {}
+        self.groups: dict[str, int] = {}  # pinned caller groups by pod IP
         self.healths: dict[str, dict] = {}
         self.segments: dict[str, int] = {}
         self.drains: list[tuple[str, str]] = []
@@ -123,7 +124,8 @@ class FakeWorkers:
     async def signals(self, pod_ips: list[str], master_metrics: str | None) -> Signals:
         answered = {ip: self.queues[ip] for ip in pod_ips if ip in self.queues}
         total = sum(answered.values()) if answered else None
-        return Signals(total, 0 if answered else None, None, len(answered), answered)
+        groups = {ip: self.groups[ip] for ip in pod_ips if ip in self.groups}
+        return Signals(total, 0 if answered else None, None, len(answered), answered, groups)
 
     async def health(self, pod_ip: str) -> dict | None:
         return self.healths.get(pod_ip)

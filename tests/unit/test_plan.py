@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from rewardpool_operator.observed import Network
-from rewardpool_operator.plan import NODE_LOST_SECONDS, lost_reason
-from tests.factories import NOW, pod, ready_node, rfc3339, run_plan
+from rewardpool_operator import builders, sizing
+from rewardpool_operator.observed import Network, Observed, Signals
+from rewardpool_operator.plan import NODE_LOST_SECONDS, lost_reason, plan
+from tests.factories import NET, NOW, pod, pool, ready_node, rfc3339, run_plan
 
 def deleted(pl):
     return sorted(n for n, *_ in pl.delete)
@@ -383,3 +384,20 @@ def test_a_blocked_pool_keeps_its_roll_record():
     old = _in_shadow_since(60)
     pl = run_plan(OLD_TWO + [_shadow_pod()], blocking=True, old_status=old, **SHADOW)
     assert pl.roll == old["roll"] and pl.shadow == old["shadow"] and not pl.phase_changed
+
+
+def test_pins_survive_a_refused_status_write_and_a_new_roll_over_the_last():
+    blip = [_versioned("a", "v1", hash_="old", ip="10.0.0.1", ready=False), _versioned("c", "v2", ip="10.0.0.3")]
+    # the pin was never written (the status write was refused): the operator's own memory holds it
+    p = pool(replicas=2, drainTimeoutSeconds=600, **SKEW)
+    s = sizing.compute(p.spec)
+    obs = Observed(pods=blip, nodes={"n0": ready_node()}, signals=Signals(0, 0, None, 2), now=NOW,
+                   pins={"v1": NOW - 20})
+    pl = plan(p, s, builders.pod_template(p, s), "H", obs, False, NET, _replacing(100, 10))
+    assert pl.drain == [] and pl.pins == {"v1": NOW - 20} and pl.roll["pins"] == {"v1": rfc3339(NOW - 20)}
+    # a roll begun over another (a second spec change) keeps the last record's pins
+    other = {"roll": {"to": "another", "since": rfc3339(NOW - 100), "phase": "Replacing",
+                      "phaseSince": rfc3339(NOW - 90), "pins": {"v1": rfc3339(NOW - 20)}}}
+    pl = run_plan(blip, old_status=other, **SKEW)
+    assert pl.roll["since"] == rfc3339(NOW) and pl.roll["pins"] == {"v1": rfc3339(NOW - 20)}
+    assert pl.drain == [] and "whose last worker a is kept" in pl.held

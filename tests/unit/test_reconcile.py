@@ -208,3 +208,19 @@ def test_a_new_roll_phase_is_recorded_before_any_pod_is_touched_and_a_refused_re
     mark = len(w.kube.writes)
     w.reconcile()
     assert ("status", "RewardPool") not in [(v, k) for v, k, _ in w.since(mark)]  # a kept phase: no write first
+
+
+def test_the_operator_remembers_pinned_versions_across_passes_whose_status_writes_fail():
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    w = World(replicas=1, rollout={"maxVersionSkewSeconds": 300})
+    w.reconcile()
+    w.pods_seen()
+    w.reconcile()
+    old_version = w.kube.pods()[0]["metadata"]["labels"]["rewardpool.io/scorer-version"]
+    w.workers.queues, w.workers.groups = {"10.0.0.1": 0}, {"10.0.0.1": 2}
+    w.body["spec"]["image"] = "img:2"
+    w.body["metadata"]["generation"] = 2
+    w.reconcile()
+    assert set(w.memory.pins) == {old_version}  # kept by the operator, whatever happens to the status write
+    assert w.body["status"]["roll"]["pins"] == {old_version: w.body["status"]["roll"]["phaseSince"]}

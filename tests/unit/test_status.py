@@ -128,3 +128,27 @@ def test_the_shadow_status_is_a_merge_patch_that_settles():
     stored = {k: v for k, v in sent.items() if v is not None}  # what the API server keeps
     assert _as_patch(new, stored) == stored
     assert _as_patch(None, stored) is None
+
+
+def test_ready_during_a_roll_only_in_the_shadow_phase_where_the_old_version_serves_every_call():
+    from rewardpool_operator import sizing
+    from rewardpool_operator.observed import Signals
+    from tests.factories import NET, pod, pool, run_plan
+
+    p = pool(replicas=2)
+    old = [pod("a", hash_="old"), pod("b", hash_="old")]
+    for x in old:
+        x["metadata"]["labels"]["rewardpool.io/scorer-version"] = "v1"
+    # an ordinary roll, both serving workers Ready, one of them stale: its workers are being replaced, Ready says so
+    pl = run_plan([old[0], pod("b", hash_="old", drain=1), pod("c")])
+    assert pl.phase == "Replacing" and pl.ready == 2 and pl.stale == 1
+    new = status.compute(p, sizing.compute(p.spec), [], NET, pl, Signals(0, 0, None, 2), [], {}, 1, "")
+    assert next(c for c in new["conditions"] if c["type"] == "Ready")["status"] == "False"
+    pl = run_plan(old, rollout={"shadow": True})
+    assert pl.phase == "Shadow"
+    new = status.compute(p, sizing.compute(p.spec), [], NET, pl, Signals(0, 0, None, 2), [], {}, 1, "")
+    assert next(c for c in new["conditions"] if c["type"] == "Ready")["status"] == "True"
+    pl = run_plan([old[0], {**old[1], "status": {**old[1]["status"], "conditions": [{"type": "Ready", "status": "False"}]}}],
+                  rollout={"shadow": True})
+    new = status.compute(p, sizing.compute(p.spec), [], NET, pl, Signals(0, 0, None, 2), [], {}, 1, "")
+    assert next(c for c in new["conditions"] if c["type"] == "Ready")["status"] == "False"  # one old one not Ready
