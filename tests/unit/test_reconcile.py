@@ -224,3 +224,11 @@ def test_the_operator_remembers_pinned_versions_across_passes_whose_status_write
     w.reconcile()
     assert set(w.memory.pins) == {old_version}  # kept by the operator, whatever happens to the status write
     assert w.body["status"]["roll"]["pins"] == {old_version: w.body["status"]["roll"]["phaseSince"]}
+    assert ("annotate", "Pod") not in [(v, k) for v, k, _ in w.kube.writes]  # held: the old version's last worker
+    # the pins' write is lost (say a 409 the next pass did not repair) and the worker misses its readiness probes,
+    # so its groups are not read: the operator's memory still holds it
+    del w.body["status"]["roll"]["pins"]
+    w.pods_seen(ready=False)
+    status = w.reconcile()
+    assert ("annotate", "Pod") not in [(v, k) for v, k, _ in w.kube.writes]
+    assert status["roll"]["pins"] == {old_version: w.body["status"]["roll"]["phaseSince"]}
