@@ -94,3 +94,15 @@ def test_the_registry_is_in_the_contract_and_the_contract_imports_no_scorer():
 def test_the_registry_says_what_the_class_does_about_frames(name):
     # The operator sizes ranged reads from the registry's flag; the worker reads by the class's own attribute.
     assert BUILTIN_SCORERS[name].picks_frames == bool(getattr(scorer_class(name), "picks_frames", False))
+
+
+def test_pickscore_histogram_buckets_spread_its_real_scores():
+    """PickScore's scores are its logit (~15-25 for released checkpoints) divided by 26: the histogram's buckets
+    must span that, or every score falls in one bucket and quantile and heatmap panels are flat."""
+    from rewardpool_worker.scorers.pickscore import SCORE_DIVISOR, PickScoreScorer
+
+    buckets = contract.score_buckets([PickScoreScorer.score_range])
+    scores = [logit / SCORE_DIVISOR for logit in range(15, 26)]
+    used = {next(i for i, b in enumerate(buckets) if s <= b) for s in scores}
+    assert len(used) >= 6, (buckets, scores)  # 0-30 without the division put them all in the first
+    assert PickScoreScorer.score_range[1] >= 26 / SCORE_DIVISOR  # the highest logits seen still in range

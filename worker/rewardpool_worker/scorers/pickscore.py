@@ -26,7 +26,8 @@ MAX_TEXT_TOKENS = 77  # CLIP's text context
 class PickScoreScorer:
     picks_frames = True  # looks only at pick_frames(output, num_frames)
     quantise = "truncate"  # the framework's PickScore converts with .to(torch.uint8)
-    score_range = (0.0, 30.0)  # logit scale (100) x a cosine similarity: released checkpoints give ~15-25
+    # the score is the logit (logit scale 100 x a cosine similarity: released checkpoints give ~15-25) / 26
+    score_range = (0.0, 30.0 / SCORE_DIVISOR)
 
     def __init__(self, model_path: str | None, num_frames: int | None = None, device: str = "auto",
                  dtype: str = "float32", frames_per_forward: int = 32, processor_path: str | None = None):
