@@ -136,3 +136,69 @@ class FakeWorkers:
 
     async def segment_used_bytes(self, master_metrics: str, segment: str) -> int | None:
         return self.segments.get(segment)
+
+
+# ---- a pool's Ray actors, for the client's pure logic -------------------------------------------------------------
+class FakeRef:
+    """What `handle.method.remote(...)` returns: `future()` is a concurrent future, resolved `delay` seconds later
+    (from a timer thread, as Ray's own completes off the event loop)."""
+
+    def __init__(self, value=None, error: BaseException | None = None, delay: float = 0.0):
+        import concurrent.futures
+        import threading
+
+        self._future = concurrent.futures.Future()
+
+        def finish():
+            if error is not None:
+                self._future.set_exception(error)
+            else:
+                self._future.set_result(value)
+        threading.Timer(delay, finish).start() if delay else finish()
+
+    def future(self):
+        return self._future
+
+
+class FakeWorkerHandle:
+    """A worker actor's handle: `ready()` says its version and batch size; `score_batch` answers after `delay`
+    with `score` per output (or raises `error`), and records what it was sent as (batch_id, n, group)."""
+
+    def __init__(self, version: str, batch_size: int = 4, delay: float = 0.02, score: float = 1.0,
+                 max_queue: int = 8):
+        self.version, self.batch_size, self.delay, self.score, self.max_queue = \
+            version, batch_size, delay, score, max_queue
+        self.error: BaseException | None = None
+        self.calls: list[tuple[str, int, str | None]] = []
+        outer = self
+
+        class _M:
+            def __init__(self, fn):
+                self.remote = fn
+        self.ready = _M(lambda: FakeRef({"batch_size": outer.batch_size, "max_queue": outer.max_queue,
+                                         "version": outer.version, "shadow": False, "draining": False}))
+        self.score_batch = _M(self._score)
+        self.cancel = _M(lambda ids: FakeRef(None))
+        self.shadow_batch = _M(lambda *a, **k: FakeRef([]))
+        self.record_agreement = _M(lambda *a, **k: FakeRef(None))
+
+    def _score(self, outputs, prompts, batch_id, group=None):
+        self.calls.append((batch_id, len(outputs), group))
+        if self.error is not None:
+            return FakeRef(error=self.error, delay=self.delay)
+        return FakeRef([self.score] * len(outputs), delay=self.delay)
+
+
+def client_over(handles: dict, **kw):
+    """An AsyncRewardPoolClient whose router knows these workers (name -> FakeWorkerHandle), Ready, and never
+    lists Ray (its refresh is far off)."""
+    import time as _time
+
+    from rewardpool_worker.client.async_client import AsyncRewardPoolClient
+    from rewardpool_worker.client.router import Member
+
+    client = AsyncRewardPoolClient("p", "ns", refresh_seconds=3600.0, **kw)
+    for i, (name, h) in enumerate(handles.items()):
+        client.router._members[name] = Member(name, h, last_used=i * 0.1, ready=True, version=h.version)
+    client.router._refreshed = _time.monotonic()
+    return client

@@ -71,3 +71,46 @@ def test_a_new_rollout_is_announced_once(monkeypatch):
     for t in (100.0, 101.0, 105.0, 200.0):  # two micro-groups of one rollout, then another rollout
         asyncio.run(miles._announce(cfg, None, t))
     assert sent == [("p", "rl", 64), ("p", "rl", 64)]  # at 100 and at 200, not for the later micro-groups
+
+
+def test_a_rollouts_calls_share_one_group_so_its_concurrent_micro_groups_get_one_version(monkeypatch):
+    """miles scores a GRPO group's micro-groups as separate calls, at the same time: on a pool serving two
+    versions (a roll), every call of the rollout is scored by one (the hook's group is the rollout)."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from rewardpool_worker.integrations import miles
+    from tests.unit.fakes import FakeWorkerHandle, client_over
+
+    handles = {"w-old": FakeWorkerHandle("v1-a", score=0.25), "w-new": FakeWorkerHandle("v2-b", score=0.75)}
+    client = client_over(handles, batch_size=2, max_outstanding_per_worker=8)
+    monkeypatch.setattr(miles, "_client", lambda cfg: client)
+    monkeypatch.setattr(miles, "_rollouts", {})
+    args = SimpleNamespace(custom_rm_args="pool=p,namespace=rl,hint=false,timeout=10", reward_key=None)
+
+    def samples():
+        return [SimpleNamespace(prompt="p", generated_output=torch.zeros(3, 1, 4, 4), metadata={},
+                                reward_max_queue_depth=None) for _ in range(2)]
+
+    async def rollout():
+        batches = [samples() for _ in range(4)]
+        await asyncio.gather(*(miles.rewardpool_rm(args, b) for b in batches))
+        return [s.metadata["reward_scorer_version"]["p"] for b in batches for s in b]
+    versions = asyncio.run(rollout())
+    assert len(set(versions)) == 1, versions
+    groups = {g for h in handles.values() for _, _, g in h.calls}
+    assert groups == {"miles-rollout-1"}
+
+
+def test_a_rollout_is_the_calls_between_gaps_with_none_in_flight():
+    from rewardpool_worker.integrations.miles import HINT_GAP_SECONDS, Rollouts
+
+    r = Rollouts()
+    assert r.begin(0.0) == 1 and r.begin(1.0) == 1  # two at once: one rollout
+    r.end(2.0)
+    assert r.begin(2.0 + HINT_GAP_SECONDS * 2) == 1  # one still in flight: the same rollout, however late
+    r.end(30.0)
+    r.end(31.0)
+    assert r.begin(31.0 + HINT_GAP_SECONDS - 1) == 1  # within the gap after the last one ended
+    r.end(45.0)
+    assert r.begin(45.0 + HINT_GAP_SECONDS) == 2  # a gap with nothing in flight: the next rollout

@@ -125,7 +125,7 @@ class AsyncRewardPoolClient:
         self._moved: set[str] = set()  # batch ids taken back from a worker's queue, to be sent elsewhere
         self._rebalancer: asyncio.Task | None = None
         self.moved = 0  # batches moved from a long queue to a worker with room
-        self._groups: OrderedDict[str, str | None] = OrderedDict()  # group key -> the version it is pinned to
+        self._groups: OrderedDict[str, _Pin] = OrderedDict()  # group key -> its pin, shared by the group's calls
         self.group_moves = 0  # groups moved to another version because theirs left the pool
         self.shadow = shadow  # send shadow batches to a pool's shadow workers
         self.shadowed = 0  # samples scored by a shadow version beside the serving one
@@ -500,11 +500,9 @@ class AsyncRewardPoolClient:
                 if restarts > self.attempts:
                     raise PoolUnavailable(f"{self.namespace}/{self.pool}: the scorer version changed under the "
                                           f"call {restarts} times") from None
-                pin = _Pin(group=group)
+                pin = self._repin(group, pin)
         report.restarts = restarts
         report.version = pin.version if pin.version is not ANY else None
-        if group is not None:
-            self._remember(group, report.version)
         SAMPLE_ERRORS.inc(len(report.errors))
         if raise_errors and report.errors:
             first = report.errors[0]
@@ -512,22 +510,35 @@ class AsyncRewardPoolClient:
         return report
 
     def _group_pin(self, group: str | None) -> _Pin:
-        """The version a group was scored with, while it still has workers; else a new pick."""
-        if group is None or group not in self._groups:
-            return _Pin(group=group)
-        version = self._groups[group]
-        if self.router.versions()[version]:
-            return _Pin(version, group)
-        self.group_moves += 1
-        log.warning("%s/%s: group %s was scored by version %s, which has left the pool; it moves to another",
-                    self.namespace, self.pool, group, version)
-        return _Pin(group=group)
-
-    def _remember(self, group: str, version: str | None) -> None:
-        self._groups[group] = version
+        """The group's pin, shared by all its calls: the version is reserved at the first pick of the group's
+        first call, so calls of one group that run at the same time (the micro-batches of a GRPO group,
+        gathered) are scored by one version, not each by whichever worker it picked. A group whose version has
+        left the pool moves, whole, to a new pick."""
+        if group is None:
+            return _Pin()
+        pin = self._groups.get(group)
+        if pin is None:
+            pin = _Pin(group=group)
+        elif pin.version is not ANY and not self.router.versions()[pin.version]:
+            self.group_moves += 1
+            log.warning("%s/%s: group %s was scored by version %s, which has left the pool; it moves to another",
+                        self.namespace, self.pool, group, pin.version)
+            pin = _Pin(group=group)
+        self._groups[group] = pin
         self._groups.move_to_end(group)
         while len(self._groups) > MAX_GROUPS:
             self._groups.popitem(last=False)
+        return pin
+
+    def _repin(self, group: str | None, gone: _Pin) -> _Pin:
+        """A new pin after the call's version left mid-call: the group's, so its other calls follow (one new
+        pin per group, whichever call sees the version gone first)."""
+        if group is None:
+            return _Pin()
+        if self._groups.get(group) is gone:
+            self.group_moves += 1
+            self._groups[group] = _Pin(group=group)
+        return self._group_pin(group)
 
     async def _score_once(self, outputs: list, prompts: list[str], deadline: float | None, timeout,
                           pin: _Pin) -> ScoreReport:

@@ -40,7 +40,9 @@ on a worker (0: it waited behind nothing), merged into the dict that is there, a
 `record_reward_queue_depth` does (its rollout metrics log `perf/reward_max_queue_depth_<name>`).
 
 Each sample's `metadata["reward_scorer_version"]` gets the pool's name set to the scorer version that gave its
-reward (every reward of one call comes from one version, also during a roll).
+reward (every reward of one call comes from one version, also during a roll). Every call of one rollout is one
+client group (`Rollouts`): concurrent micro-groups of a GRPO group are scored by one version, and a roll with
+`spec.rollout.maxVersionSkewSeconds` keeps that version's last worker until the rollout's calls end.
 
 A new rollout is a call after HINT_GAP_SECONDS without one (the first micro-group of a rollout): the hook
 then announces the rollout's outputs once, expiring after `timeout` (a failed announcement is logged, once,
@@ -143,6 +145,30 @@ _clients: dict = {}
 _releasers: dict = {}
 _last_call: dict = {}
 _hint_failed: set = set()
+
+
+@dataclass
+class Rollouts:
+    """Which rollout a call belongs to, for its group key: a call that starts after HINT_GAP_SECONDS with no call
+    in flight begins a new rollout. Every call of one rollout shares its group, so every GRPO group in it (however
+    miles splits it into micro-groups, run one after another or at once) is scored by one scorer version, and a
+    roll with spec.rollout.maxVersionSkewSeconds keeps that version until the rollout ends."""
+    number: int = 0
+    in_flight: int = 0
+    last_end: float | None = None
+
+    def begin(self, now: float) -> int:
+        if self.in_flight == 0 and (self.last_end is None or now - self.last_end >= HINT_GAP_SECONDS):
+            self.number += 1
+        self.in_flight += 1
+        return self.number
+
+    def end(self, now: float) -> None:
+        self.in_flight -= 1
+        self.last_end = now
+
+
+_rollouts: dict = {}
 
 
 def rollout_outputs(cfg: HookConfig, args) -> int:
@@ -269,7 +295,12 @@ async def rewardpool_rm(args, samples, **kwargs):
     outputs = [as_output(s.generated_output) for s in samples]
     prompts = [s.prompt if isinstance(s.prompt, str) else str(s.prompt) for s in samples]
     client = _client(cfg)
-    report = await client.score_detailed(outputs, prompts, timeout=cfg.timeout)
+    rollouts = _rollouts.setdefault((cfg.pool, cfg.namespace), Rollouts())
+    group = f"miles-rollout-{rollouts.begin(time.monotonic())}"
+    try:
+        report = await client.score_detailed(outputs, prompts, timeout=cfg.timeout, group=group)
+    finally:
+        rollouts.end(time.monotonic())
     rewards = []
     for s, r in zip(samples, report.results):
         record_queue_depth(s, cfg.pool, report.max_queue_depth)
