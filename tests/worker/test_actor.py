@@ -124,8 +124,9 @@ def test_media_keeps_at_most_n_across_concurrent_batches(store, producer, master
     batches = [refs[i:i + 3] for i in range(0, 24, 3)]
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(rel.rewarded, batches))
-    assert rel.stats.media_kept == 3 and len(rel.media) == 3
-    for key, tensor in rel.media:
+    media = rel.take_media(None)
+    assert rel.stats.media_kept == 3 and len(media) == 3 and rel.take_media(None) == []  # handed over once
+    for key, tensor in media:
         i = int(key.split("-")[1])
         assert torch.equal(tensor, make_tensor(600 + i, [3, 4, 4], "float32"))
     assert rel.stats.released == 24 and not {r.key for r in refs} & master.keys()

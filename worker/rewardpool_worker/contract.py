@@ -128,6 +128,9 @@ class ClientMetricNames:
                               "Releases that failed (counted, not raised)")
     MEDIA_FAILURES = Metric("rewardpool_client_media_failures", "counter", "Media read-backs that failed")
     SWEPT = Metric("rewardpool_client_swept", "counter", "Stale outputs removed by a sweep")
+    CONFIRMS_ABANDONED = Metric("rewardpool_client_release_check_failures", "counter",
+                                "Removes whose later check (a highly available master) was given up: the master "
+                                "did not answer for CONFIRM_GIVE_UP_SECONDS")
 
 
 class OperatorMetricNames:

@@ -10,8 +10,14 @@
 Every call checks all its refs before it changes anything: an unexpected, duplicate or unknown ref raises
 ValueError and leaves the Releaser as it was, so nothing is half-marked. A ref is claimed under the lock
 before its remove runs, so concurrent callers never remove the same output twice. The first `media_keep`
-outputs of each rollout to be released (not failed ones) are read back as tensors before the remove
-(`take_media(rollout)`). A failed media read or remove is counted, never raised.
+outputs of each rollout to be released (not failed ones) are read back as tensors before the remove and handed
+over once (`take_media(rollout)`). A failed media read or remove is counted, never raised.
+
+Memory stays flat over a run of any length: what the Releaser keeps of an output after its release (its key
+and reward tokens, so a retried call is recognised and a second release refused) is forgotten when its rollout
+ends (`end_rollout`) and in any case beyond the newest RELEASED_MEMORY outputs; media not taken is kept for the
+newest MEDIA_ROLLOUTS rollouts only; a remove's later check is given up after CONFIRM_GIVE_UP_SECONDS of a
+master that does not answer (counted, and a metric).
 
 A caller that crashes between scoring and release leaves its outputs in the store. They are found by key:
 give every output of a run a key prefix of its own (e.g. `<run id>/r<rollout>/<sample>`), and after a
@@ -32,7 +38,7 @@ import logging
 import threading
 import time
 import urllib.request
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 
 from ..contract import ClientMetricNames
@@ -47,10 +53,15 @@ OUTAGE_RETRY_SECONDS = 0.5
 # A leader failover takes ~10 s here (3 missed pings, then the new leader's 5 s warm-up); an op-log entry is
 # durable within milliseconds unless etcd itself is failing.
 CONFIRM_AFTER_SECONDS = 30.0
+CONFIRM_GIVE_UP_SECONDS = 600.0  # a master that answers no check for this long: the check is abandoned (counted)
+RELEASED_MEMORY = 65536  # released outputs remembered (a duplicate reward for one is refused as "already released")
+MEDIA_ROLLOUTS = 4  # rollouts whose media is kept until taken (older ones' is dropped: a caller that never takes it)
+MEDIA_BUDGETS = 1024  # rollouts whose media budget is remembered without end_rollout
 RELEASES = ClientMetricNames.RELEASES.make()
 RELEASE_FAILURES = ClientMetricNames.RELEASE_FAILURES.make()
 MEDIA_FAILURES = ClientMetricNames.MEDIA_FAILURES.make()
 SWEPT = ClientMetricNames.SWEPT.make()
+CONFIRMS_ABANDONED = ClientMetricNames.CONFIRMS_ABANDONED.make()
 
 
 @dataclass
@@ -67,6 +78,8 @@ class ReleaseStats:
     outage_retries: int = 0  # removes tried again because the store master did not answer
     confirmed: int = 0  # removes checked again later against a highly available master
     resurrected: int = 0  # of those, outputs a leader failover brought back: removed again
+    confirms_abandoned: int = 0  # checks given up: the master did not answer for CONFIRM_GIVE_UP_SECONDS
+    media_dropped: int = 0  # media samples dropped because their rollout's media was never taken
 
 
 def list_keys(master_http: str, timeout: float = 10.0) -> list[str]:
@@ -90,7 +103,7 @@ def sweep_stale(store: Store, master_http: str, prefix: str, keep: set[str] = fr
             except ObjectNotFound:
                 pass
             except StoreError as e:
-                log.warning("sweep: remove of %s failed: %s", key, e)
+                log.warning("sweep: remove of %s failed: %s", key, str(e))
     SWEPT.inc(len(removed))
     return removed
 
@@ -111,14 +124,16 @@ class Releaser:
         self._pending: Counter[str] = Counter()
         self._refs: dict[str, OutputRef] = {}
         self._rollout: dict[str, object] = {}
-        self._released: set[str] = set()
-        self._tokens: set[tuple[str, object]] = set()
-        self._media_slots: dict[object, int] = {}
-        self.media: list[tuple[str, object]] = []  # (key, tensor) of every kept media sample
-        self._media_by_rollout: dict[object, list[tuple[str, object]]] = {}
+        self._tokens: dict[str, set] = {}  # pending key -> the reward tokens counted for it
+        # released key -> (its rollout, its tokens): a retried call is recognised, a second release refused;
+        # forgotten at end_rollout and beyond RELEASED_MEMORY (oldest first)
+        self._released: OrderedDict[str, tuple[object, frozenset]] = OrderedDict()
+        self._media_slots: OrderedDict[object, int] = OrderedDict()
+        self._media_by_rollout: OrderedDict[object, list[tuple[str, object]]] = OrderedDict()
         if self.confirm_removals is None:
             self.confirm_removals = bool(getattr(self.store, "follows_leader", False))
-        self._unconfirmed: deque[tuple[float, str]] = deque()  # (when removed, key), oldest first
+        # (when removed, key, when first asked and not answered), oldest first
+        self._unconfirmed: deque[tuple[float, str, float | None]] = deque()
 
     @staticmethod
     def _unique(refs: list[OutputRef]) -> None:
@@ -146,13 +161,18 @@ class Releaser:
     def _claim(self, key: str, media: list, due: list, failed: bool) -> None:
         """Caller holds the lock: `key` is released by this call and no other."""
         self._pending.pop(key, None)
-        self._released.add(key)
         rollout = self._rollout.pop(key)
+        self._released[key] = (rollout, frozenset(self._tokens.pop(key, ())))
+        while len(self._released) > RELEASED_MEMORY:
+            self._released.popitem(last=False)
         ref = self._refs.pop(key)
-        if not failed:
-            slots = self._media_slots.setdefault(rollout, self.media_keep)
-            if slots > 0:
-                self._media_slots[rollout] = slots - 1
+        if not failed and self.media_keep > 0:
+            if rollout not in self._media_slots:
+                self._media_slots[rollout] = self.media_keep
+                while len(self._media_slots) > MEDIA_BUDGETS:
+                    self._media_slots.popitem(last=False)
+            if self._media_slots[rollout] > 0:
+                self._media_slots[rollout] -= 1
                 media.append((ref, rollout))
         due.append(ref)
 
@@ -163,7 +183,8 @@ class Releaser:
         with self._lock:
             fresh = []
             for r in refs:  # check all before changing anything
-                if token is not None and (r.key, token) in self._tokens:
+                if token is not None and (token in self._tokens.get(r.key, ())
+                                          or token in self._released.get(r.key, (None, ()))[1]):
                     continue  # this reward was counted already (a retried call)
                 if self._pending.get(r.key, 0) <= 0:
                     what = "was already released" if r.key in self._released else "was never expected"
@@ -172,7 +193,7 @@ class Releaser:
             self.stats.duplicates += len(refs) - len(fresh)
             for r in fresh:
                 if token is not None:
-                    self._tokens.add((r.key, token))
+                    self._tokens.setdefault(r.key, set()).add(token)
                 self._pending[r.key] -= 1
                 if self._pending[r.key] == 0:
                     self._claim(r.key, media, due, failed=False)
@@ -205,24 +226,31 @@ class Releaser:
             self._remove(r.key, failed)
 
     def take_media(self, rollout: object = None) -> list[tuple[str, object]]:
-        """The kept media samples of a rollout, handed over once."""
+        """The kept media samples of a rollout, handed over once (the Releaser keeps no reference to them)."""
         with self._lock:
             return self._media_by_rollout.pop(rollout, [])
 
     def end_rollout(self, rollout: object) -> None:
-        """Forget a finished rollout's media budget (a long run has many rollouts)."""
+        """A finished rollout: forget its media budget, media not taken, and its released outputs (a reward for
+        one of them after this is refused as never expected, as for any output this Releaser does not know)."""
         with self._lock:
             self._media_slots.pop(rollout, None)
+            self.stats.media_dropped += len(self._media_by_rollout.pop(rollout, []))
+            for key in [k for k, (r, _) in self._released.items() if r == rollout]:
+                del self._released[key]
 
     def _keep_media(self, ref: OutputRef, rollout: object) -> None:
         try:
             tensor = self.reader.read(ref)
             with self._lock:
-                self.media.append((ref.key, tensor))
                 self._media_by_rollout.setdefault(rollout, []).append((ref.key, tensor))
+                self._media_by_rollout.move_to_end(rollout)
+                while len(self._media_by_rollout) > MEDIA_ROLLOUTS:  # never taken: dropped, oldest first
+                    _, dropped = self._media_by_rollout.popitem(last=False)
+                    self.stats.media_dropped += len(dropped)
                 self.stats.media_kept += 1
         except Exception as e:  # media is best effort: never fail the rollout for it
-            log.warning("media read of %s failed: %s", ref.key, e)
+            log.warning("media read of %s failed: %s", ref.key, str(e))
             with self._lock:
                 self.stats.media_failures += 1
             MEDIA_FAILURES.inc()
@@ -240,7 +268,7 @@ class Releaser:
             with self._lock:
                 self.stats.released += 1
                 if self.confirm_removals:
-                    self._unconfirmed.append((time.monotonic(), key))
+                    self._unconfirmed.append((time.monotonic(), key, None))
             RELEASES.inc()
             return
         except ObjectNotFound:
@@ -249,7 +277,7 @@ class Releaser:
             with self._lock:
                 self.stats.already_gone += 1
         except StoreError as e:
-            log.warning("release of %s failed: %s", key, e)
+            log.warning("release of %s failed: %s", key, str(e))
         with self._lock:
             self.stats.release_failures += 1
         RELEASE_FAILURES.inc()
@@ -286,28 +314,37 @@ class Releaser:
                 due.append(self._unconfirmed.popleft())
         if not due:
             return
-        keys = [k for _, k in due]
+        keys = [k for _, k, _ in due]
         try:
             present = self.store.batch_exists(keys)
         except Exception as e:  # noqa: BLE001 (the call's own releases are done: never fail it for a check)
-            log.warning("checking %d earlier removes failed, asking again later: %s", len(keys), e)
+            log.warning("checking %d earlier removes failed, asking again later: %s", len(keys), str(e))
             present = [None] * len(keys)
         back = [k for k, there in zip(keys, present) if there]
-        unanswered = [d for d, there in zip(due, present) if there is None]
+        # not answered: asked again by the next call, until CONFIRM_GIVE_UP_SECONDS after the first try
+        unanswered = [(t, k, first if first is not None else now) for (t, k, first), there in zip(due, present)
+                      if there is None]
+        kept = [d for d in unanswered if now - d[2] < CONFIRM_GIVE_UP_SECONDS]
+        abandoned = len(unanswered) - len(kept)
+        if abandoned:
+            log.warning("gave up checking %d earlier removes: the store master answered no check for %.0fs",
+                        abandoned, CONFIRM_GIVE_UP_SECONDS)
+            CONFIRMS_ABANDONED.inc(abandoned)
         with self._lock:
-            self._unconfirmed.extendleft(reversed(unanswered))  # asked again by the next call
+            self._unconfirmed.extendleft(reversed(kept))
             self.stats.confirmed += len(keys) - len(unanswered)
             self.stats.resurrected += len(back)
+            self.stats.confirms_abandoned += abandoned
         for key in back:
             log.warning("release of %s: a store leader failover brought it back; removing it again", key)
             try:
                 self._remove_through_outage(key)
                 with self._lock:  # a second failover could undo this one too
-                    self._unconfirmed.append((time.monotonic(), key))
+                    self._unconfirmed.append((time.monotonic(), key, None))
             except ObjectNotFound:
                 pass
             except StoreError as e:
-                log.warning("removing %s again failed: %s", key, e)
+                log.warning("removing %s again failed: %s", key, str(e))
                 with self._lock:
                     self.stats.release_failures += 1
                 RELEASE_FAILURES.inc()
