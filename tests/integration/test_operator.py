@@ -293,6 +293,25 @@ def test_a_shadow_roll_starts_one_shadow_worker_holds_and_turning_it_off_promote
     assert pools.condition("shd", "Progressing")["reason"] == "ShadowScoring"
     assert st["replicas"] == 2  # the shadow is not one of the replicas
     assert any(r == "ShadowStarted" and shadow.metadata.name in m for _, r, m in pools.events("shd"))
+    # the phase is recorded (the API server's schema takes it), and the old version serves: the pool is Ready
+    assert st["roll"]["phase"] == "Shadow" and st["roll"]["from"] == sorted(old_version), st["roll"]
+    assert pools.condition("shd", "Ready")["status"] == "True"
+
+    # an old worker lost in the shadow phase is replaced at once by a copy of an old one (the API server takes
+    # the copy of a running pod), not by the new version and not after the phase
+    gone = sorted(old)[0]
+    pools.core.delete_namespaced_pod(gone, ns, grace_period_seconds=0)
+
+    def replaced():
+        pods = pools.pods("shd")
+        olds = [p for p in pods if p.spec.containers[0].image.endswith(":test")
+                and p.metadata.labels[SCORER_VERSION_LABEL] in old_version]
+        return len(pods) == 3 and len(olds) == 2 and gone not in {p.metadata.name for p in pods} and olds
+    olds = wait_for(replaced, 60, what="the lost old worker replaced by a copy of an old one")
+    copy = next(p for p in olds if p.metadata.name not in old)
+    assert copy.spec.node_name and copy.spec.automount_service_account_token is False
+    assert copy.metadata.owner_references[0].controller
+    old = {p.metadata.name for p in olds}
 
     pools.patch("shd", {"spec": {"rollout": {"shadow": False}}})  # the user stops waiting: promoted, rolled
 
