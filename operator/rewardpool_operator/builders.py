@@ -282,9 +282,11 @@ def pod_template(pool: Pool, sizing: SizingResult) -> dict:
 def _pod_security_context(level: str) -> dict:
     # Both levels want a seccomp profile. Restricted also wants non-root: the worker image runs as root (so
     # that IPC_LOCK is effective), and the kubelet refuses runAsNonRoot for a root image unless a uid is given.
+    # fsGroup: the control token's Secret volume (0440) is group-owned by it, so the non-root worker can read
+    # its own token (root:root 0440 left every /drain and /promote refused with 403).
     ctx: dict = {"seccompProfile": {"type": "RuntimeDefault"}}
     if level == RESTRICTED:
-        ctx.update(runAsNonRoot=True, runAsUser=NONROOT_UID, runAsGroup=NONROOT_UID)
+        ctx.update(runAsNonRoot=True, runAsUser=NONROOT_UID, runAsGroup=NONROOT_UID, fsGroup=NONROOT_UID)
     return ctx
 
 

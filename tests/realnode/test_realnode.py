@@ -4,6 +4,7 @@ training job's reward step (a pod) scores stored outputs through them. Tests run
 disturb the pool (crash a container, delete the operator pod, scale in) and check that nothing is lost."""
 from __future__ import annotations
 
+import base64
 import json
 import time
 
@@ -430,6 +431,11 @@ def test_a_restricted_pool_runs_as_non_root_and_one_asking_for_privilege_gets_no
     caps = {line.split(":")[0]: int(line.split()[1], 16) for line in
             kube.exec(rns, name, "cat", "/proc/1/status").splitlines() if line.startswith("Cap")}
     assert caps["CapEff"] == 0 and caps["CapBnd"] == 1 << IPC_LOCK_BIT, caps
+    # the non-root worker reads its own control token (fsGroup), so the operator's /drain and /promote work
+    from rewardpool_worker.contract import CONTROL_SECRET_KEY, CONTROL_TOKEN_FILE, control_secret_name
+    token = kube.exec(rns, name, "cat", CONTROL_TOKEN_FILE).strip()
+    secret = kube.json("secret", "-n", rns, control_secret_name("strict"))
+    assert token and token == base64.b64decode(secret["data"][CONTROL_SECRET_KEY]).decode()
 
     def refused():
         st = kube.json("rewardpool", "-n", rns, "wants-admin").get("status", {})

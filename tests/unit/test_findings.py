@@ -120,6 +120,9 @@ def test_the_operators_own_pod_meets_both_levels_but_for_ipc_lock():
         assert v.where == 'container "worker"' and "IPC_LOCK" in v.field
     ctx = builders.pod_template(p, s)["spec"]["securityContext"]
     assert ctx["runAsNonRoot"] is True and ctx["runAsUser"] == ctx["runAsGroup"] == 65532
+    # the control token's volume (0440, group-readable) is group-owned by the worker's own group: it can read it
+    control = next(v for v in builders.pod_template(p, s)["spec"]["volumes"] if v["name"] == "control")
+    assert ctx["fsGroup"] == ctx["runAsGroup"] and control["secret"]["defaultMode"] & 0o040
     tcp = pool(podSecurity="restricted", store={"master": "mc:50051", "protocol": "tcp"})
     assert "RestrictedCannotPinMemory" not in [x.reason for x in validate.findings(
         tcp.spec, sizing.compute(tcp.spec), [NODE], builders.pod_template(tcp, sizing.compute(tcp.spec)))]

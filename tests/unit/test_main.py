@@ -158,3 +158,13 @@ def test_health_names_an_outside_cause_that_keeps_a_started_worker_out_of_ready(
     assert h.unready_cause == "store" and "store master" in h.unready_reason
     s.phase = "starting"  # loading its model is not an outage
     assert s.health(time.monotonic()).unready_cause is None
+
+
+def test_a_worker_drained_over_ray_is_no_longer_ready():
+    """The actor owns the draining state: a drain that reached it over Ray (not through the entrypoint's
+    /drain or the annotation) takes the pod out of Ready, as it refuses every batch."""
+    s = state()
+    s.observe({**STATS, "draining": False, "batches": 1}, at=time.monotonic())
+    assert s.readiness()[0]
+    s.observe({**STATS, "draining": True, "batches": 1}, at=time.monotonic())
+    assert s.phase == "draining" and not s.readiness()[0]

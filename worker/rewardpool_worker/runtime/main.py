@@ -93,6 +93,11 @@ class State:
             self.last_batch_at = at
         self.stats, self.stats_at = stats, at
         self.in_flight = stats.get("in_flight", 0)
+        # The actor owns the draining state (a drain may reach it over Ray, not only through this entrypoint):
+        # readiness follows it, so a worker that refuses every batch is never Ready.
+        if stats.get("draining") and self.phase == "ready":
+            log.warning("the actor is draining (asked over Ray): no longer Ready")
+            self.phase = "draining"
 
     def health(self, now: float) -> WorkerHealth:
         live, why = self.liveness()
