@@ -6,7 +6,7 @@ import asyncio
 
 import torch
 
-from tests.unit.fakes import FakeWorkerHandle, client_over
+from tests.unit.fakes import FakeRef, FakeWorkerHandle, client_over
 
 
 def outputs(n):
@@ -52,3 +52,38 @@ def test_the_group_registry_is_bounded():
     for i in range(async_client.MAX_GROUPS + 10):
         client._group_pin(f"g{i}")
     assert len(client._groups) == async_client.MAX_GROUPS and "g0" not in client._groups
+
+
+def test_a_worker_that_cannot_read_the_outputs_hands_the_batch_to_another_once():
+    from rewardpool_worker.store import TransferFailed
+
+    broken, fine = FakeWorkerHandle("v1-a", score=0.0), FakeWorkerHandle("v1-a", score=1.0)
+    broken.error = TransferFailed("transfer failed: the segment owner is gone (TRANSFER_FAIL)", -800)
+    client = client_over({"w-broken": broken, "w-fine": fine}, batch_size=2, max_outstanding_per_worker=8)
+    for _ in range(3):  # wherever the router starts, every sample is scored by the worker that can read
+        r = asyncio.run(client.score_detailed(outputs(2), ["p"] * 2, timeout=10))
+        assert r.results == [1.0, 1.0] and not r.errors
+    assert client.transfer_retries >= 1
+    fine.error = TransferFailed("transfer failed", -800)  # the outputs' owner is gone: every worker fails
+    r = asyncio.run(client.score_detailed(outputs(2), ["p"] * 2, timeout=10))
+    assert len(r.errors) == 2 and all(isinstance(e.cause, TransferFailed) for e in r.errors)
+
+
+def test_a_smaller_batch_size_after_a_roll_splits_the_batch_again_not_one_by_one():
+    from rewardpool_worker.errors import BatchTooLarge
+
+    class Small(FakeWorkerHandle):
+        def _score(self, outputs, prompts, batch_id, group=None):
+            self.calls.append((batch_id, len(outputs), group))
+            if len(outputs) > 2:
+                return FakeRef(error=BatchTooLarge("batch of 4 outputs exceeds this pool's scorer.batchSize 2", 2))
+            return FakeRef([1.0] * len(outputs), delay=self.delay)
+    w = Small("v2-b")
+    client = client_over({"w": w}, batch_size=4, max_outstanding_per_worker=8)  # learned before the roll
+    r = asyncio.run(client.score_detailed(outputs(8), ["p"] * 8, timeout=10))
+    assert r.results == [1.0] * 8
+    assert sorted(n for _, n, _ in w.calls) == [2, 2, 2, 2, 4, 4]  # two refused, then split by 2, none of 1
+    assert client.batch_size == 2
+    w.calls.clear()
+    asyncio.run(client.score_detailed(outputs(4), ["p"] * 4, timeout=10))
+    assert [n for _, n, _ in w.calls] == [2, 2]  # learned: no refusal any more

@@ -105,7 +105,7 @@ def test_a_scorer_that_returns_the_wrong_count_is_an_error(store):
 
 # ---- bounded memory: batch size, read slots, zero-copy views ------------------------------------------------
 def test_a_batch_over_batch_size_is_refused_before_reading(store, producer):
-    from rewardpool_worker.runtime.slots import BatchTooLarge
+    from rewardpool_worker.errors import BatchTooLarge
 
     reader = RegisteredTensorReader(store)
     actor = StoredOutputRewardActor(Recorder(), [reader], batch_size=2, max_batch_bytes=1 << 20)

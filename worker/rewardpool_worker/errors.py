@@ -36,6 +36,19 @@ class ScorerError(RewardPoolError):
         return f"{self.kind}: {self.args[0]}" if self.kind else str(self.args[0])
 
 
+class BatchTooLarge(RewardPoolError, ValueError):
+    """A batch larger than the worker's scorer.batchSize (the pod's memory is sized for one batch per read slot),
+    or with more bytes to read than a slot holds. `batch_size`: the worker's limit when it is a count of outputs
+    (the client splits by it: after a roll lowered batchSize, its batches are split again, not scored one by one)."""
+
+    def __init__(self, message: str, batch_size: int | None = None):
+        super().__init__(message, batch_size)
+        self.batch_size = batch_size
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 class PoolUnavailable(RewardPoolError):
     """No live, non-draining worker of the pool could take the batch."""
 

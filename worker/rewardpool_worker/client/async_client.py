@@ -21,6 +21,9 @@
   their workers (`ray.cancel`, and the worker drops any that has not started reading) and the call raises
   `TimeoutError` saying how many samples were left. Cancelling the awaiting task does the same.
 - **Failures by type.** Draining and Overloaded workers are skipped without spending an attempt; a worker
+  that could not read a batch's outputs (TransferFailed: its data path may be broken) is skipped for a while
+  and another worker tries once; a worker whose batchSize is smaller than the split (a roll lowered it) has
+  the batch split again by its size, and the client splits by that from then on; a worker
   that dies mid-batch is dropped and the batch goes to another (the outputs are still stored); after
   `attempts` such losses the batch's samples fail with PoolUnavailable. A pool with no eligible worker for
   `unavailable_seconds` fails the same way, or, when the call has a longer deadline, one with none until
@@ -54,9 +57,10 @@ import ray
 import torch
 
 from ..contract import READ_SLOTS, ClientMetricNames, actor_prefix
-from ..errors import Cancelled, Draining, Overloaded, PoolUnavailable, SampleError, Shadowing, unwrap
+from ..errors import (BatchTooLarge, Cancelled, Draining, Overloaded, PoolUnavailable, SampleError, Shadowing,
+                      unwrap)
 from ..frames import inline_bytes, subset
-from ..store import MasterUnreachable
+from ..store import MasterUnreachable, TransferFailed
 from .router import ANY, BATCH_RETRIES, Member, Router
 
 log = logging.getLogger("rewardpool.client")
@@ -130,6 +134,7 @@ class AsyncRewardPoolClient:
         self.shadow = shadow  # send shadow batches to a pool's shadow workers
         self.shadowed = 0  # samples scored by a shadow version beside the serving one
         self.shadow_failures = 0  # shadow batches that did not come back (never a call's failure)
+        self.transfer_retries = 0  # batches sent to another worker after a worker could not read their outputs
 
     # ---------------------------------------------------------------------------------------------------------
     @property
@@ -316,6 +321,7 @@ class AsyncRewardPoolClient:
         lost = 0
         last: BaseException | None = None
         outage_since: float | None = None  # the store master stopped answering this batch's reads
+        moved_after_transfer = False  # the batch went elsewhere once after a failed transfer
         while True:
             m = await self._acquire(tried, deadline, pin)
             batch_id = uuid.uuid4().hex
@@ -371,7 +377,15 @@ class AsyncRewardPoolClient:
                     report.store_waits += 1
                     await asyncio.sleep(STORE_RETRY_SECONDS)
                     continue
-                if isinstance(cause, Draining):
+                if isinstance(cause, TransferFailed) and not moved_after_transfer:
+                    # This worker could not read the outputs: its own data path may be broken (a bad MTU, a
+                    # duplicate address on its RoCE interface). Another worker tries once; a second failure is
+                    # the outputs' (their segment's owner gone), and fails the batch as before.
+                    log.warning("%s could not read the batch's outputs (%s); another worker tries", m.name, cause)
+                    self.router.exclude(m.name, SUSPECT_SECONDS)
+                    self.transfer_retries += 1
+                    moved_after_transfer = True
+                elif isinstance(cause, Draining):
                     log.info("%s is draining; batch goes elsewhere", m.name)
                     self.router.mark_draining(m.name)
                 elif isinstance(cause, Shadowing):
@@ -443,6 +457,16 @@ class AsyncRewardPoolClient:
         finally:
             self.router.done(s, None)
 
+    async def _one_by_one(self, start: int, outputs: list, prompts: list[str], deadline: float | None,
+                          report: ScoreReport, pin: _Pin, e: BaseException) -> None:
+        """A batch that failed: find the bad sample(s) by scoring one at a time, so the others still get theirs."""
+        if len(outputs) == 1:
+            report.results[start] = SampleError(start, e)
+            return
+        log.info("batch of %d failed (%s: %s); scoring its samples one by one", len(outputs), type(e).__name__, e)
+        await asyncio.gather(*(self._score_chunk(start + i, [o], [p], deadline, report, pin)
+                               for i, (o, p) in enumerate(zip(outputs, prompts))))
+
     async def _score_chunk(self, start: int, outputs: list, prompts: list[str], deadline: float | None,
                            report: ScoreReport, pin: _Pin) -> None:
         try:
@@ -453,15 +477,23 @@ class AsyncRewardPoolClient:
             for i in range(len(outputs)):
                 report.results[start + i] = SampleError(start + i, e)
             return
-        except Exception as e:  # noqa: BLE001
-            if len(outputs) == 1:
-                report.results[start] = SampleError(start, e)
+        except BatchTooLarge as e:
+            if e.batch_size and e.batch_size < len(outputs):
+                # A worker whose batchSize is smaller than this client split by (a roll lowered it): split
+                # again by its size, and from now on, instead of scoring the samples one by one.
+                if self.batch_size is None or e.batch_size < self.batch_size:
+                    log.warning("%s/%s: a worker takes batches of %d (this client split by %s); splitting by %d "
+                                "from now on", self.namespace, self.pool, e.batch_size, self.batch_size,
+                                e.batch_size)
+                    self.batch_size = e.batch_size
+                n = e.batch_size
+                await asyncio.gather(*(self._score_chunk(start + i, outputs[i:i + n], prompts[i:i + n], deadline,
+                                                         report, pin) for i in range(0, len(outputs), n)))
                 return
-            # Find the bad sample(s): score one at a time, so the others still get their reward.
-            log.info("batch of %d failed (%s: %s); scoring its samples one by one", len(outputs),
-                     type(e).__name__, e)
-            await asyncio.gather(*(self._score_chunk(start + i, [o], [p], deadline, report, pin)
-                                   for i, (o, p) in enumerate(zip(outputs, prompts))))
+            await self._one_by_one(start, outputs, prompts, deadline, report, pin, e)
+            return
+        except Exception as e:  # noqa: BLE001
+            await self._one_by_one(start, outputs, prompts, deadline, report, pin, e)
             return
         if len(scores) != len(outputs):
             err = RuntimeError(f"worker returned {len(scores)} scores for {len(outputs)} outputs")

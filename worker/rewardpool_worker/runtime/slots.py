@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from ..contract import READ_SLOTS
-from ..errors import Cancelled, Overloaded, ScorerError
+from ..errors import BatchTooLarge, Cancelled, Overloaded, ScorerError
 from ..frames import picked_frames
 from ..records import OutputRef
 from ..scorers import frames_declared
@@ -30,10 +30,6 @@ log = logging.getLogger("rewardpool.worker.actor")
 # batch on a cold GPU is not mistaken for one.
 WEDGE_FACTOR = 10.0
 WEDGE_FLOOR_SECONDS = 300.0
-
-
-class BatchTooLarge(ValueError):
-    """A batch larger than the pool's scorer.batchSize: the pod's memory is sized for one batch per slot."""
 
 
 class StoredOutputRewardActor:
@@ -99,7 +95,8 @@ class StoredOutputRewardActor:
         if self.batch_size is not None and len(outputs) > self.batch_size:
             raise BatchTooLarge(
                 f"batch of {len(outputs)} outputs exceeds this pool's scorer.batchSize {self.batch_size} (the "
-                "worker's memory holds batchSize outputs per read slot): split it (RewardPoolClient.score does)")
+                "worker's memory holds batchSize outputs per read slot): split it (RewardPoolClient.score does)",
+                self.batch_size)
         refs = [o for o in outputs if isinstance(o, OutputRef)]
         nbytes = sum(r.nbytes for r in refs)
         read = sum(self.read_bytes(r) for r in refs)
