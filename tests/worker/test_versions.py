@@ -8,6 +8,7 @@ from collections import defaultdict
 
 import pytest
 import ray
+import torch
 
 from rewardpool_devcluster.producer import make_tensor
 from rewardpool_worker.client import AsyncRewardPoolClient
@@ -102,3 +103,61 @@ def test_the_model_files_content_is_part_of_the_version(tmp_path):
     other = cfg.model_copy(update={"scorer": ScorerConfig(name="pickscore", model_path=str(model),
                                                           processor_path=str(tmp_path / "absent"))})
     assert model_digest(other) != model_digest(cfg)  # a processor path counts, even when it is not on disk
+
+
+def test_a_miles_run_through_a_roll_scores_each_rollout_with_one_version(ray_cluster, master, producer,
+                                                                         monkeypatch):
+    """miles' reward hook as miles calls it (its micro-groups awaited at once, rollout after rollout) on a pool in
+    the middle of a roll (both versions serving, then the old one drained away): every rollout, so every GRPO
+    group in it, is scored by one version, with that version's rewards; and the old version's workers count the
+    rollout as a pinned group while it runs (what the operator's maxVersionSkewSeconds hold reads)."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from rewardpool_worker.integrations import miles
+
+    monkeypatch.setattr(miles, "HINT_GAP_SECONDS", 0.3)
+    monkeypatch.setattr(miles, "_rollouts", {})
+    monkeypatch.setattr(miles, "_clients", {})
+    refs = [producer.put(f"mroll-{i}", seed=170 + i, shape=(3, 2, 4, 4)) for i in range(8)]
+    means = {r.key: float(make_tensor(170 + i, [3, 2, 4, 4], "float32").mean()) for i, r in enumerate(refs)}
+    old = workers(master, "mroll", "v-one", 1, 0)
+    new = workers(master, "mroll", "v-two", 1, 1)
+    args = SimpleNamespace(custom_rm_args="pool=mroll,namespace=t,hint=false,timeout=60", reward_key=None)
+
+    def sample(r):
+        return SimpleNamespace(prompt="p", metadata={}, reward_max_queue_depth=None,
+                               generated_output=SimpleNamespace(key=r.key, shape=r.shape, dtype=torch.float32,
+                                                                size=r.nbytes))
+
+    async def rollout():
+        groups = [[sample(r) for r in refs[i:i + 2]] for i in range(0, 8, 2)]  # 4 micro-groups, at once
+        rewards = await asyncio.gather(*(miles.rewardpool_rm(args, g) for g in groups))
+        return [(s.generated_output.key, s.metadata["reward_scorer_version"]["mroll"], w)
+                for g, ws in zip(groups, rewards) for s, w in zip(g, ws)]
+
+    async def run():
+        out, pinned = [], []
+        for k in range(6):
+            task = asyncio.ensure_future(rollout())
+            if k == 1:  # while a rollout runs: its group is counted where it is pinned
+                await asyncio.sleep(0.05)
+                pinned = await asyncio.to_thread(lambda: [ray.get(w.stats.remote())["active_groups"]
+                                                          for w in old + new])
+            out.append(await task)
+            if k == 2:  # the roll drains the old version's worker
+                await asyncio.to_thread(ray.get, old[0].drain.remote())
+            await asyncio.sleep(0.4)  # the gap between rollouts
+        return out, pinned
+    rollouts, pinned = asyncio.run(run())
+    for w in old + new:
+        ray.kill(w)
+
+    versions = []
+    for scored in rollouts:
+        (version,) = {v for _, v, _ in scored}  # one version for the whole rollout
+        scale = SCALES[version.rsplit("-", 1)[0]]
+        assert [w for _, _, w in scored] == [pytest.approx(scale * means[key]) for key, _, _ in scored]
+        versions.append(version)
+    assert all(v.startswith("v-two-") for v in versions[3:])  # after the drain, the new version only
+    assert sum(pinned) >= 1, pinned  # the running rollout is a pinned group on the version scoring it
