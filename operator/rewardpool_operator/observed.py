@@ -15,6 +15,8 @@ class Signals:
     workers_reporting: int = 0
     per_worker: dict[str, int] = field(default_factory=dict)  # pod IP -> queue depth, for picking who drains
     groups: dict[str, int] = field(default_factory=dict)  # pod IP -> caller groups pinned to it (a roll's hold)
+    # pod IP -> the scorer version the worker reports (its label's digest, then its model files'): what it serves
+    versions: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -112,15 +112,36 @@ def stuck_terminating(pod: dict, nodes: dict[str, dict], now: float) -> bool:
     return node_lost or now - deleted_at > grace + STUCK_TERMINATING_SECONDS
 
 
-def scorer_versions(pods: list[dict]) -> list[dict]:
-    """The scorer versions these pods serve (their label; "unknown" for pods made before there was one)."""
+def scorer_versions(pods: list[dict], reported: dict[str, str] | None = None) -> list[dict]:
+    """The scorer versions these pods serve: what each worker reports (pod IP -> its full version, with its model
+    files' digest), else its pod's label ("unknown" for pods made before there was one). `label`: the label's part
+    (two versions under one label are one template whose model files differ)."""
+    reported = reported or {}
     seen: dict[str, list[int]] = {}
     for pod in pods:
-        v = (pod["metadata"].get("labels") or {}).get(SCORER_VERSION_LABEL, "unknown")
+        v = reported.get(pod_ip(pod) or "") or (pod["metadata"].get("labels") or {}).get(SCORER_VERSION_LABEL, "unknown")
         counts = seen.setdefault(v, [0, 0])
         counts[0] += 1
         counts[1] += is_ready(pod)
-    return [{"version": v, "workers": n, "ready": r} for v, (n, r) in sorted(seen.items())]
+    return [{"version": v, "label": version_label(v) if v in reported.values() else v, "workers": n, "ready": r}
+            for v, (n, r) in sorted(seen.items())]
+
+
+def differing_models(pods: list[dict], reported: dict[str, str]) -> Problem | None:
+    """Workers of one template that report different scorer versions read different model files at start (a new
+    checkpoint written at the same path): a second reward, served silently unless said."""
+    by_template: dict[str, set[str]] = {}
+    for pod in pods:
+        if (v := reported.get(pod_ip(pod) or "")) is not None:
+            by_template.setdefault(_hash(pod) or "", set()).add(v)
+    split = {t: vs for t, vs in by_template.items() if len(vs) > 1}
+    if not split:
+        return None
+    vs = sorted(next(iter(split.values())))
+    return Problem(R.MODEL_FILES_DIFFER,
+                   f"workers of one template serve {len(vs)} scorer versions ({', '.join(vs)}): their model files "
+                   "differ (a new checkpoint at the same path?); calls and groups each stay on one version, but "
+                   "the pool gives two rewards until the workers are replaced (change the spec to roll them)")
 
 
 def _name(pod: dict) -> str:
@@ -299,7 +320,9 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
     # annotation may not be gone from the cache yet).
     acting = roll_mod.SHADOW if st.promote else p.phase
     serving = unmarked + (mine if acting == roll_mod.REPLACING else [])
-    p.versions = scorer_versions(serving)
+    p.versions = scorer_versions(serving, observed.signals.versions)
+    if (differ := differing_models(serving, observed.signals.versions)) is not None:
+        p.problems.append(differ)
     window = C.epoch((p.roll or {}).get("phaseSince")) if acting == roll_mod.REPLACING else None
     pins: dict[str, float] = {}
     if p.roll is not None and spec.rollout.maxVersionSkewSeconds is not None:

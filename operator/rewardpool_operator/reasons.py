@@ -118,6 +118,7 @@ WORKER_CONTAINER_FAILING = "WorkerContainerFailing"
 CONTROL_SECRET_CONFLICT = "ControlSecretConflict"
 POD_SECURITY_FORBIDS_IPC_LOCK = "PodSecurityForbidsIpcLock"
 DRAIN_STUCK = "DrainStuck"
+MODEL_FILES_DIFFER = "ModelFilesDiffer"  # Degraded: workers of one template report different scorer versions
 WORKERS_NOT_FOUND_IN_RAY = "WorkersNotFoundInRay"  # Degraded: a Ray head restarted, or its GCS does not answer
 WORKERS_CANNOT_REACH_STORE = "WorkersCannotReachStore"  # Degraded: the store master does not answer the workers
 

@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rewardpool_worker.contract import (ACTIVE_GROUPS_METRIC, DRAIN_PATH, HEALTH_PATH, HTTP_PORT,
                                         MASTER_METRICS_PATH, METRICS_PATH, PENDING_BYTES_METRIC, PROMOTE_PATH,
-                                        QUEUE_DEPTH_METRIC, SEGMENTS_DETAIL_PATH, WorkerHealth, control_header,
-                                        segment_used)
+                                        QUEUE_DEPTH_METRIC, SCORE_METRIC, SEGMENTS_DETAIL_PATH, WorkerHealth,
+                                        control_header, segment_used)
 
 from .observed import Signals
 
@@ -40,6 +40,17 @@ class WorkerClient(Protocol):
 
     async def segment_used_bytes(self, master_metrics: str, segment: str) -> int | None:
         """Bytes the master says are allocated in one client's segment (None if unknown)."""
+
+
+def reported_version(text: str) -> str | None:
+    """The scorer version a worker's /metrics says it scores with (the `version` label of its score series, which
+    exist from Ready on): the full version, with its model files' digest."""
+    for family in text_string_to_metric_families(text):
+        if family.name == SCORE_METRIC:
+            for sample in family.samples:
+                if sample.labels.get("version"):
+                    return sample.labels["version"]
+    return None
 
 
 def parse(text: str, names: set[str]) -> dict[str, float]:
@@ -72,9 +83,12 @@ class HttpWorkerClient:
         queue = pending = 0
         per_worker: dict[str, int] = {}
         groups: dict[str, int] = {}
+        versions: dict[str, str] = {}
         for ip, text in zip(pod_ips, texts):
             if text is None:
                 continue
+            if (v := reported_version(text)) is not None:
+                versions[ip] = v
             m = parse(text, {QUEUE_DEPTH_METRIC, PENDING_BYTES_METRIC, ACTIVE_GROUPS_METRIC})
             if ACTIVE_GROUPS_METRIC in m:
                 groups[ip] = int(m[ACTIVE_GROUPS_METRIC])
@@ -89,7 +103,7 @@ class HttpWorkerClient:
             if m.get("master_total_capacity_bytes"):
                 fill = m.get("master_allocated_bytes", 0.0) / m["master_total_capacity_bytes"]
         return Signals(queue if answered else None, pending if answered else None, fill, answered, per_worker,
-                       groups)
+                       groups, versions)
 
     async def health(self, pod_ip: str) -> dict | None:
         try:

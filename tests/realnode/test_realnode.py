@@ -357,8 +357,13 @@ def test_a_shadow_roll_scores_beside_the_serving_version_then_takes_traffic(kube
         # the shadow worker up (a worker's start on this node takes a minute or two), with no sample yet: no
         # traffic, and the roll waits for it
         st, shadow = wait_for(shadow_ready, timeout=400, interval=1, what="a Ready shadow worker, the roll held")
-        assert [v["version"] for v in st["scorerVersions"]] == sorted(old) and st["shadow"]["against"] == sorted(old)
+        assert [v["label"] for v in st["scorerVersions"]] == sorted(old) and st["shadow"]["against"] == sorted(old)
+        assert all(v["version"].startswith(v["label"] + "-") for v in st["scorerVersions"])  # as workers report
         assert shadow["metadata"]["labels"][version] not in old and st["shadow"].get("samples", 0) == 0
+        # the phase is recorded, and the pool is Ready: the old version serves every call (a job that waits for
+        # Ready before it sends traffic does not deadlock with a shadow that needs traffic)
+        assert st["roll"]["phase"] == "Shadow" and st["roll"]["from"] == sorted(old), st["roll"]
+        assert next(c for c in st["conditions"] if c["type"] == "Ready")["status"] == "True", st["conditions"]
         assert {p["metadata"]["name"] for p in _workers(kube, pool_ns)} - {shadow["metadata"]["name"]} == pool_names
         _start_job(kube, node, pool_ns, "rollout-shadow", samples=8, batch=2, rounds=80, pause=0.5)
 

@@ -135,8 +135,27 @@ def test_status_counts_the_scorer_versions_serving():
         return p
     pl = run_plan([versioned("a", "v1"), versioned("b", "v1", ready=False), versioned("c", "v2"), pod("d")],
                   replicas=4)
-    assert pl.versions == [{"version": "unknown", "workers": 1, "ready": 1},
-                           {"version": "v1", "workers": 2, "ready": 1}, {"version": "v2", "workers": 1, "ready": 1}]
+    assert pl.versions == [{"version": "unknown", "label": "unknown", "workers": 1, "ready": 1},
+                           {"version": "v1", "label": "v1", "workers": 2, "ready": 1},
+                           {"version": "v2", "label": "v2", "workers": 1, "ready": 1}]
+
+
+def test_versions_are_counted_by_what_workers_report_and_a_new_checkpoint_at_the_same_path_is_said():
+    pods = [_versioned("a", "v1", ip="10.0.0.1"), _versioned("b", "v1", ip="10.0.0.2"),
+            _versioned("c", "v1", ip="10.0.0.3", ready=False)]
+    p = pool(replicas=3, drainTimeoutSeconds=600)
+    s = sizing.compute(p.spec)
+    reported = {"10.0.0.1": "v1-0a1b2c3d", "10.0.0.2": "v1-99887766"}  # b read other model files at its start
+    obs = Observed(pods=pods, nodes={"n0": ready_node()}, signals=Signals(0, 0, None, 2, versions=reported), now=NOW)
+    pl = plan(p, s, builders.pod_template(p, s), "H", obs, False, NET, {})
+    assert pl.versions == [{"version": "v1", "label": "v1", "workers": 1, "ready": 0},  # c reports nothing yet
+                           {"version": "v1-0a1b2c3d", "label": "v1", "workers": 1, "ready": 1},
+                           {"version": "v1-99887766", "label": "v1", "workers": 1, "ready": 1}]
+    assert [x.reason for x in pl.problems] == ["ModelFilesDiffer"]
+    assert "v1-0a1b2c3d, v1-99887766" in pl.problems[0].message and not pl.problems[0].blocking
+    same = Observed(pods=pods, nodes={"n0": ready_node()}, now=NOW,
+                    signals=Signals(0, 0, None, 2, versions={"10.0.0.1": "v1-0a1b2c3d", "10.0.0.2": "v1-0a1b2c3d"}))
+    assert plan(p, s, builders.pod_template(p, s), "H", same, False, NET, {}).problems == []
 
 
 def _versioned(name, version, **kw):
@@ -220,7 +239,7 @@ def test_while_the_shadow_gathers_samples_the_old_version_serves_alone():
     pl = run_plan(OLD_TWO + [_shadow_pod()], health=_agreeing(37), old_status=_in_shadow_since(60), **SHADOW)
     assert (pl.create_shadow, pl.create, pl.drain, pl.promote) == (0, 0, [], [])
     assert "37/100 samples" in pl.shadow_message and pl.shadow["since"] == rfc3339(NOW - 60)
-    assert pl.versions == [{"version": "v1", "workers": 2, "ready": 2}]  # the shadow is not a version serving
+    assert pl.versions == [{"version": "v1", "label": "v1", "workers": 2, "ready": 2}]  # the shadow serves nothing
     assert pl.active == 2 and pl.stale == 2  # nor one of the replicas
     # its agreement, from the sums the worker reported: r and the mean difference as the contract computes them
     from rewardpool_worker.contract import Agreement

@@ -36,3 +36,15 @@ def test_a_master_whose_detail_does_not_answer_leaves_the_usage_unknown():
     # a standby answers the detail with 503 ("service plane is not active") while its /metrics answer lists
     # no segment: that must read as unknown (the drain waits), never as empty (the pod would be deleted)
     assert segment_used(None, "# TYPE master_allocated_bytes gauge\nmaster_allocated_bytes 0\n", SEG) is None
+
+
+def test_a_workers_reported_version_is_read_from_its_score_series():
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from rewardpool_operator.worker_client import reported_version
+    from rewardpool_worker.contract import WorkerMetricNames
+
+    reg = CollectorRegistry()
+    WorkerMetricNames.SCORE.make(reg, buckets=(0.5, 1.0)).labels("pickscore", "3f9a1c-0a1b2c3d")
+    assert reported_version(generate_latest(reg).decode()) == "3f9a1c-0a1b2c3d"
+    assert reported_version("# nothing here\n") is None

@@ -170,6 +170,7 @@ def all_metrics() -> list[Metric]:
 QUEUE_DEPTH_METRIC = WorkerMetricNames.QUEUE_DEPTH.name
 PENDING_BYTES_METRIC = WorkerMetricNames.PENDING_BYTES.name
 ACTIVE_GROUPS_METRIC = WorkerMetricNames.ACTIVE_GROUPS.name
+SCORE_METRIC = WorkerMetricNames.SCORE.name  # its `version` label: the scorer version a worker scores with
 
 # The Ray actor of a pod is named ACTOR_PREFIX + "<namespace>/<pool>:<pod>"; pool clients find them by prefix.
 ACTOR_PREFIX = "rewardpool:"
