@@ -194,14 +194,18 @@ def _agreement(shadows: list[dict], health: dict, against: list[str]) -> Agreeme
     return total
 
 
-def _pins(recorded: dict, remembered: dict[str, float], serving: list[dict], groups: dict[str, int],
-          now: float) -> dict[str, float]:
-    """Versions with caller groups pinned: reported now by their workers (pod IP -> groups), or remembered (the
-    last roll's record, whatever its target: a roll begun over another keeps its pins; and the operator's own
-    memory, which a refused status write does not lose)."""
+def _reported_groups(serving: list[dict], groups: dict[str, int]) -> dict[str, int]:
+    """Caller groups per scorer version, as its workers report them this pass (pod IP -> groups)."""
     reported: dict[str, int] = {}
     for x in serving:
         reported[_version(x)] = reported.get(_version(x), 0) + groups.get(pod_ip(x) or "", 0)
+    return reported
+
+
+def _pins(recorded: dict, remembered: dict[str, float], reported: dict[str, int], now: float) -> dict[str, float]:
+    """Versions with caller groups pinned: reported now by their workers, or remembered (the last roll's record,
+    whatever its target: a roll begun over another keeps its pins; and the operator's own memory, which a refused
+    status write does not lose)."""
     old = {v: t for v, s in (recorded.get("pins") or {}).items() if (t := C.epoch(s)) is not None}
     for v, t in remembered.items():
         old[v] = max(t, old.get(v, t))
@@ -325,14 +329,16 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
         p.problems.append(differ)
     window = C.epoch((p.roll or {}).get("phaseSince")) if acting == roll_mod.REPLACING else None
     pins: dict[str, float] = {}
+    reported = _reported_groups(serving, observed.signals.groups)
     if p.roll is not None and spec.rollout.maxVersionSkewSeconds is not None:
-        pins = _pins(old_status.get("roll") or {}, observed.pins, serving, observed.signals.groups, now)
+        pins = _pins(old_status.get("roll") or {}, observed.pins, reported, now)
     if p.roll is not None:
         p.roll.pop("pins", None)
         if pins:
             p.roll["pins"] = {v: C.now(t) for v, t in sorted(pins.items())}
     p.pins = pins
-    pas = _Pass(serving=list(serving), hold=roll_mod.Hold(spec.rollout.maxVersionSkewSeconds, window, pins, now), p=p)
+    pas = _Pass(serving=list(serving), p=p,
+                hold=roll_mod.Hold(spec.rollout.maxVersionSkewSeconds, window, pins, now, counts=reported))
     if p.managed:
         _shadow_report(pool, p, st, mine, stale, against, agreement, want_hash, want_version, old_status, now)
 

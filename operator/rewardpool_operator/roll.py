@@ -130,6 +130,7 @@ class Hold:
     window_start: float | None  # when the new version began to take traffic (None: no roll, or still in shadow)
     pins: dict[str, float]
     now: float
+    counts: dict[str, int] = field(default_factory=dict)  # groups its workers report this pass, per version
     said: list[str] = field(default_factory=list)
 
     def active(self) -> bool:
@@ -146,7 +147,10 @@ class Hold:
             return False
         assert self.max_skew is not None and self.window_start is not None
         left = self.max_skew - (self.now - self.window_start)
-        self.said.append(f"caller groups pinned to scorer version {version}, whose last worker {who} is kept until "
+        n = self.counts.get(version, 0)
+        groups = f"{n} caller group(s)" if n else \
+            f"caller groups (seen {self.now - self.pins[version]:.0f}s ago; its workers are not read now)"
+        self.said.append(f"{groups} pinned to scorer version {version}, whose last worker {who} is kept until "
                          f"they finish or for {left:.0f}s more (maxVersionSkewSeconds {self.max_skew})")
         return True
 

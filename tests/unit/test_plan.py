@@ -175,7 +175,7 @@ LAST_OLD = [_versioned("a", "v1", hash_="old", ip="10.0.0.1"), _versioned("c", "
 
 def test_a_roll_keeps_the_old_versions_last_worker_while_groups_are_pinned_to_it():
     pl = run_plan(LAST_OLD, groups={"10.0.0.1": 3}, old_status=_rolling_since(10), **SKEW)
-    assert pl.drain == [] and "pinned to scorer version v1, whose last worker a is kept" in pl.held
+    assert pl.drain == [] and "3 caller group(s) pinned to scorer version v1, whose last worker a is kept" in pl.held
     # the clock is kept across reconciles (a roll recorded before phases existed is in its Replacing phase)
     assert pl.roll == {"to": "H", "since": rfc3339(NOW - 10), "phase": "Replacing", "phaseSince": rfc3339(NOW - 10),
                        "pins": {"v1": rfc3339(NOW)}}
@@ -374,7 +374,8 @@ def test_a_held_worker_that_misses_readiness_probes_is_still_held():
     # not Ready: its groups are not read this pass, but the status remembers them for GROUP_ACTIVE_SECONDS
     blip = [_versioned("a", "v1", hash_="old", ip="10.0.0.1", ready=False), _versioned("c", "v2", ip="10.0.0.3")]
     pl = run_plan(blip, old_status=_replacing(100, 10, pins={"v1": 20}), **SKEW)
-    assert pl.drain == [] and "whose last worker a is kept" in pl.held
+    assert pl.drain == [] and "caller groups (seen 20s ago; its workers are not read now) pinned to scorer " \
+        "version v1, whose last worker a is kept" in pl.held
     assert pl.roll["pins"] == {"v1": rfc3339(NOW - 20)}  # kept as it was: no status write for it
     pl = run_plan(blip, old_status=_replacing(100, 10, pins={"v1": 61}), **SKEW)
     assert drained(pl) == ["a"] and "pins" not in pl.roll  # lapsed: nothing reported it for longer

@@ -78,7 +78,8 @@ def test_a_roll_held_for_pinned_groups_says_so_and_is_not_a_stalled_roll():
     new = status.compute(p, sizing.compute(p.spec), [], NET, pl, Signals(0, 0, None, 2), [], old, 1, "", now=NOW)
     cond = next(c for c in new["conditions"] if c["type"] == "Progressing")
     assert (cond["status"], cond["reason"]) == ("True", "WaitingForPinnedGroups")
-    assert "pinned to scorer version v1, whose last worker a is kept" in cond["message"] and "800s more" in cond["message"]
+    assert "4 caller group(s) pinned to scorer version v1, whose last worker a is kept" in cond["message"]
+    assert "800s more" in cond["message"]
     assert new["roll"]["since"] == old["roll"]["since"] and new["roll"]["phase"] == "Replacing"
     assert status.compute(p, sizing.compute(p.spec), [], NET, run_plan([pod("c"), pod("d")]),
                           Signals(0, 0, None, 2), [], new, 1, "", now=NOW)["roll"] is None  # over: removed
