@@ -307,8 +307,8 @@ def test_a_roll_waits_for_a_rollout_pinned_to_the_old_scorer_version(kube, node,
     except AssertionError as e:
         stop_job()  # never leave it running for the tests after this one
         raise AssertionError(f"{e}; Progressing was, last: {list(dict.fromkeys(seen))[-4:]}") from None
+    stop_job()  # before any assertion: a failing one must not leave the job holding the roll for the next tests
     assert "1 caller group(s) pinned" in held["message"], held
-    stop_job()
     result = job_result_of(kube, pool_ns, "rollout-pinned", timeout=600)
     assert 0 < result["rounds"] < 2000 and result["scored"] == 8 * result["rounds"], result
     assert result["left"] == 0 and result["pending"] == 0, result
