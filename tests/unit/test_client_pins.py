@@ -45,13 +45,24 @@ def test_a_group_whose_version_left_moves_whole_and_its_calls_follow_one_new_pin
     assert client.group_moves == 1  # one move for the group, not one per call
 
 
-def test_the_group_registry_is_bounded():
-    from rewardpool_worker.client import async_client
+def test_the_group_registry_is_bounded_and_a_pin_is_shared_until_its_version_leaves():
+    from collections import Counter
 
-    client = client_over({"w": FakeWorkerHandle("v1-a")}, batch_size=2, max_outstanding_per_worker=8)
-    for i in range(async_client.MAX_GROUPS + 10):
-        client._group_pin(f"g{i}")
-    assert len(client._groups) == async_client.MAX_GROUPS and "g0" not in client._groups
+    from rewardpool_worker.client.pins import MAX_GROUPS, GroupPins
+    from rewardpool_worker.client.router import ANY
+
+    pins = GroupPins("ns/p")
+    serving = Counter({"v1": 2})
+    first = pins.pin("g", serving)
+    assert pins.pin("g", serving) is first and first.version is ANY  # shared before any pick
+    first.version = "v1"  # the first pick of any of the group's calls
+    assert pins.pin("g", serving) is first and pins.pin(None, serving) is not first
+    moved = pins.pin("g", Counter({"v2": 1}))  # v1 left
+    assert moved is not first and moved.version is ANY and pins.moves == 1
+    assert pins.repin("g", first, serving) is moved and pins.moves == 1  # a call that saw v1 gone late follows
+    for i in range(MAX_GROUPS + 10):
+        pins.pin(f"g{i}", serving)
+    assert len(pins) == MAX_GROUPS and "g0" not in pins
 
 
 def test_a_worker_that_cannot_read_the_outputs_hands_the_batch_to_another_once():

@@ -9,6 +9,8 @@ import ray
 from rewardpool_worker.contract import RayConfig, ScorerConfig, StoreConfig, WorkerConfig
 from rewardpool_worker.runtime.actor import start_actor
 
+KEY = "test-control-key"  # what the tests' workers take drain and promote with (a pod's entrypoint draws its own)
+
 
 def pool_cfg(master, pool: str, scorer: dict, ns: str = "t", scorers: list[dict] | None = None) -> WorkerConfig:
     return WorkerConfig(pool=pool, namespace=ns,
@@ -27,7 +29,7 @@ def pool_actors(ray_cluster, master):
         cfg = pool_cfg(master, pool, scorer or {"name": "mean-intensity"}, scorers=scorers)
         for _ in range(n):
             i = count[pool] = count.get(pool, -1) + 1
-            made.append(start_actor(cfg, f"{pool}-pod-{i}", "127.0.0.1"))
+            made.append(start_actor(cfg, f"{pool}-pod-{i}", "127.0.0.1", control_key=KEY))
         return made[-n:]
     yield make
     for a in made:

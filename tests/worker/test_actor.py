@@ -24,6 +24,7 @@ from rewardpool_worker.store import Store
 from rewardpool_devcluster.mooncake import Master, Producer
 from rewardpool_devcluster.producer import make_tensor
 from rewardpool_worker.frames import to_uint8
+from tests.worker.conftest import KEY
 
 
 def worker_cfg(master, pool: str, scorer: dict, ns: str = "t") -> WorkerConfig:
@@ -42,7 +43,7 @@ def actors(ray_cluster, master, request):
         cfg = worker_cfg(master, pool, scorer or {"name": "mean-intensity"})
         for _ in range(n):
             i = count[pool] = count.get(pool, -1) + 1
-            made.append(start_actor(cfg, f"{pool}-pod-{i}", "127.0.0.1"))
+            made.append(start_actor(cfg, f"{pool}-pod-{i}", "127.0.0.1", control_key=KEY))
         return made[-n:]
     yield make
     for a in made:
@@ -88,11 +89,26 @@ def test_actor_killed_mid_batch_loses_nothing(actors, producer, master):
     assert {r.key for r in refs} <= master.keys()  # still stored: only the releaser removes outputs
 
 
+def test_drain_and_promote_over_ray_are_refused_without_the_entrypoints_key(actors, producer):
+    """Any driver in the Ray cluster can reach a worker's actor: drain and promote, which change what it serves,
+    answer only the key its pod's entrypoint drew; a refused call changes nothing."""
+    from rewardpool_worker.errors import Forbidden
+
+    (w,) = actors("ctl", 1)
+    for call in (lambda: w.drain.remote(), lambda: w.drain.remote("guess"), lambda: w.promote.remote("guess")):
+        with pytest.raises(Forbidden):
+            ray.get(call())
+    assert ray.get(w.stats.remote())["draining"] is False
+    ref = producer.put("ctl-out", seed=351, shape=(3, 2, 4, 4))
+    assert len(RewardPoolClient("ctl", "t").score([ref], ["p"])) == 1  # still serving
+    assert ray.get(w.drain.remote(KEY))["draining"] is True
+
+
 def test_a_draining_actor_gets_no_new_batches(actors, producer):
     draining, other = actors("drain", 2)
     client = RewardPoolClient("drain", "t")
     client.refresh()
-    ray.get(draining.drain.remote())
+    ray.get(draining.drain.remote(KEY))
     ref = producer.put("drain-out", seed=350, shape=(3, 2, 4, 4))
     for _ in range(3):  # each must end on pod-1, whichever the router tries first
         assert len(client.score([ref], ["p"])) == 1
@@ -247,7 +263,7 @@ def test_20_concurrent_batches_stay_within_the_sized_memory(ray_cluster, master,
     size = sizing.compute(pool.spec)
     cfg = builders.worker_config(pool, size)
     assert size.read_buffers == 2 and cfg.read_buffer_max_bytes == 2 * 48 * MiB
-    actor = start_actor(cfg, "mem-pod-0", "127.0.0.1")
+    actor = start_actor(cfg, "mem-pod-0", "127.0.0.1", control_key=KEY)
     try:
         refs = [producer.put(f"mem-{i}", seed=1000 + i, shape=shape) for i in range(4)]
         expected = [float(to_uint8(make_tensor(1000 + i, list(shape), "float32")[:, [0, 7]]).float().mean() / 255)
@@ -361,7 +377,8 @@ def test_a_store_outage_makes_the_worker_unready_not_dead(ray_cluster, tmp_path)
     own = Master(tmp_path)
     actor = None
     try:
-        actor = start_actor(worker_cfg(own, "outage", {"name": "mean-intensity"}), "outage-pod-0", "127.0.0.1")
+        actor = start_actor(worker_cfg(own, "outage", {"name": "mean-intensity"}), "outage-pod-0", "127.0.0.1",
+                            control_key=KEY)
         assert ray.get(actor.ready.remote())["store"] is True
         own.stop()
         deadline = time.monotonic() + 90

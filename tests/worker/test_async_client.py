@@ -15,6 +15,7 @@ import torch
 from rewardpool_devcluster.producer import make_tensor
 from rewardpool_worker.client.async_client import AsyncRewardPoolClient
 from rewardpool_worker.client import RewardPoolClient
+from tests.worker.conftest import KEY
 from rewardpool_worker.errors import Draining, PoolUnavailable, SampleError, ScorerError, unwrap
 from rewardpool_worker.records import OutputRef
 from rewardpool_worker.store import InvalidParams, ObjectNotFound
@@ -83,7 +84,7 @@ def test_several_concurrent_callers_spread_over_the_pool(pool_actors, producer):
 def test_draining_workers_cost_no_attempts(pool_actors, producer):
     workers = pool_actors("drn", 5, MEAN)
     for w in workers[:4]:
-        ray.get(w.drain.remote())
+        ray.get(w.drain.remote(KEY))
     ref = producer.put("drn-out", seed=20, shape=(3, 2, 4, 4))
     client = RewardPoolClient("drn", "t", attempts=1)  # one loss would fail a batch: draining is not a loss
     assert client.score([ref] * 10, ["p"] * 10, raise_errors=True) == [mean_of(20, (3, 2, 4, 4))] * 10
@@ -97,7 +98,7 @@ def test_worker_errors_cross_ray_as_types(pool_actors):
         ray.get(w.score_batch.remote([torch.zeros(3, 4, 4)], ["bad"]))
     cause = unwrap(e.value)
     assert type(cause) is ScorerError and cause.kind == "ZeroDivisionError" and isinstance(e.value, ScorerError)
-    ray.get(w.drain.remote())
+    ray.get(w.drain.remote(KEY))
     with pytest.raises(Draining):  # the RayTaskError is also an instance of the worker's class
         ray.get(w.score_batch.remote([torch.zeros(3, 4, 4)], ["ok"]))
 

@@ -15,7 +15,7 @@ from rewardpool_devcluster.producer import make_tensor
 from rewardpool_worker.client import AsyncRewardPoolClient
 from rewardpool_worker.contract import SHADOW_ANNOTATION, Agreement, version_label
 from rewardpool_worker.runtime.actor import start_actor
-from tests.worker.conftest import pool_cfg
+from tests.worker.conftest import KEY, pool_cfg
 
 SHAPE = [3, 2, 4, 4]
 
@@ -39,11 +39,11 @@ def test_a_shadow_version_scores_beside_the_serving_one_and_takes_calls_once_pro
     serving_cfg = pool_cfg(master, "shd", {"class": "tests.worker.custom_scorer:ScaledMean", "batch_size": 8})
     shadow_cfg = pool_cfg(master, "shd", {"class": "tests.worker.custom_scorer:MeanSquare", "batch_size": 8})
     serving = start_actor(serving_cfg.model_copy(update={"scorer_version": "v-old"}), "shd-pod-0", "127.0.0.1",
-                          annotations_file=str(tmp_path / "absent"))
+                          annotations_file=str(tmp_path / "absent"), control_key=KEY)
     podinfo = tmp_path / "annotations"
     annotations(podinfo, shadow=True)
     shadow = start_actor(shadow_cfg.model_copy(update={"scorer_version": "v-new"}), "shd-pod-1", "127.0.0.1",
-                         annotations_file=str(podinfo))
+                         annotations_file=str(podinfo), control_key=KEY)
     try:
         assert ray.get(shadow.ready.remote())["shadow"] is True
         assert ray.get(serving.ready.remote())["shadow"] is False
@@ -66,7 +66,7 @@ def test_a_shadow_version_scores_beside_the_serving_one_and_takes_calls_once_pro
             stats = await asyncio.to_thread(ray.get, shadow.stats.remote())
             # the operator promotes it (POST /promote reaches the actor; the annotation goes later, with the
             # kubelet's refresh of the file)
-            assert await asyncio.to_thread(ray.get, shadow.promote.remote()) is True
+            assert await asyncio.to_thread(ray.get, shadow.promote.remote(KEY)) is True
             # the same client learns the promotion by asking the shadow worker again (every refresh_seconds)
             for _ in range(30):
                 seen.append(await client.score_detailed(refs, ["p"] * n, timeout=60))
@@ -100,7 +100,7 @@ def test_a_shadow_version_scores_beside_the_serving_one_and_takes_calls_once_pro
         assert ray.get(shadow.stats.remote())["outputs"] - before == client.shadowed + new_calls * n
         assert ray.get(shadow.ready.remote())["shadow"] is False
         with pytest.raises(ray.exceptions.RayTaskError, match="Draining"):
-            ray.get(shadow.drain.remote())
+            ray.get(shadow.drain.remote(KEY))
             ray.get(shadow.shadow_batch.remote(refs[:1], ["p"]))
     finally:
         for a in (serving, shadow):
@@ -112,7 +112,7 @@ def test_the_annotation_leaving_the_file_promotes_the_worker_too(ray_cluster, ma
     podinfo = tmp_path / "annotations"
     annotations(podinfo, shadow=True)
     cfg = pool_cfg(master, "shf", {"class": "tests.worker.custom_scorer:MeanSquare", "batch_size": 2})
-    w = start_actor(cfg, "shf-pod-0", "127.0.0.1", annotations_file=str(podinfo))
+    w = start_actor(cfg, "shf-pod-0", "127.0.0.1", annotations_file=str(podinfo), control_key=KEY)
     try:
         assert ray.get(w.ready.remote())["shadow"] is True
         annotations(podinfo, shadow=False)

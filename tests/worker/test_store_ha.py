@@ -21,7 +21,7 @@ from rewardpool_worker.scorers.intensity import MeanIntensityScorer
 from rewardpool_worker.errors import SampleError
 from rewardpool_worker.store import ObjectNotFound, ReplicaNotReady, Store
 from tests.conftest import wait_for
-from tests.worker.conftest import pool_cfg
+from tests.worker.conftest import KEY, pool_cfg
 
 SHAPE = (3, 2, 8, 8)
 PER_ROUND = 4
@@ -66,7 +66,8 @@ def test_a_killed_leader_fails_over_under_load_and_nothing_is_lost_or_scored_twi
     leader, standby = ha
     assert leader.address.startswith("etcd://") and leader.address == standby.address
     producer = Producer(leader)
-    workers = [start_actor(pool_cfg(leader, "ha", {"name": "mean-intensity"}), f"ha-pod-{i}", "127.0.0.1")
+    workers = [start_actor(pool_cfg(leader, "ha", {"name": "mean-intensity"}), f"ha-pod-{i}", "127.0.0.1",
+                           control_key=KEY)
                for i in range(2)]
     store = Store.connect(StoreConfig(master=leader.address, protocol="tcp", segment_bytes=0,
                                       local_buffer_bytes=16 << 20), "127.0.0.1")

@@ -14,7 +14,7 @@ from rewardpool_devcluster.producer import make_tensor
 from rewardpool_worker.client import AsyncRewardPoolClient
 from rewardpool_worker.contract import ScorerConfig
 from rewardpool_worker.runtime.actor import model_digest, start_actor
-from tests.worker.conftest import pool_cfg
+from tests.worker.conftest import KEY, pool_cfg
 
 SCALES = {"v-one": 1.0, "v-two": 3.0}  # the old and the new reward model: the new scores 3x the old
 
@@ -27,7 +27,8 @@ def workers(master, pool, spec_version, n, first):
                                   "args": {"scale": SCALES[spec_version]}})
     cfg = cfg.model_copy(update={"scorer_version": spec_version})
     with ThreadPoolExecutor(n) as ex:
-        return list(ex.map(lambda i: start_actor(cfg, f"{pool}-pod-{first + i}", "127.0.0.1"), range(n)))
+        return list(ex.map(lambda i: start_actor(cfg, f"{pool}-pod-{first + i}", "127.0.0.1",
+                                                          control_key=KEY), range(n)))
 
 
 def test_a_roll_under_load_never_mixes_versions_in_a_call_or_a_group(ray_cluster, master, producer):
@@ -64,7 +65,7 @@ def test_a_roll_under_load_never_mixes_versions_in_a_call_or_a_group(ray_cluster
     assert max(pinned_old) >= 1 and all(n <= 4 for n in pinned_old) and pinned_new == [0, 0], (pinned_old, pinned_new)
     for w in old:  # the roll: one old worker at a time drains, then goes
         time.sleep(1.5)
-        ray.get(w.drain.remote())
+        ray.get(w.drain.remote(KEY))
         time.sleep(0.5)
         ray.kill(w)
     time.sleep(3)
@@ -146,7 +147,7 @@ def test_a_miles_run_through_a_roll_scores_each_rollout_with_one_version(ray_clu
                                                           for w in old + new])
             out.append(await task)
             if k == 2:  # the roll drains the old version's worker
-                await asyncio.to_thread(ray.get, old[0].drain.remote())
+                await asyncio.to_thread(ray.get, old[0].drain.remote(KEY))
             await asyncio.sleep(0.4)  # the gap between rollouts
         return out, pinned
     rollouts, pinned = asyncio.run(run())

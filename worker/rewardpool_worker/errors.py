@@ -21,6 +21,11 @@ class Overloaded(RewardPoolError):
     """The worker's queue is full (accepted batches not finished reached its limit): try another or wait."""
 
 
+class Forbidden(RewardPoolError):
+    """A control call (drain, promote) without the key of the worker's own entrypoint: only it may change the
+    worker's state (the operator reaches it through the entrypoint's HTTP, with the pool's control token)."""
+
+
 class Cancelled(RewardPoolError):
     """The caller gave up on this batch (its deadline passed) before the worker read it."""
 

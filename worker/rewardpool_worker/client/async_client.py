@@ -50,7 +50,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections import Counter, OrderedDict
+from collections import Counter
 from dataclasses import dataclass, field
 
 import ray
@@ -61,6 +61,7 @@ from ..errors import (BatchTooLarge, Cancelled, Draining, Overloaded, PoolUnavai
                       unwrap)
 from ..frames import inline_bytes, subset
 from ..store import MasterUnreachable, TransferFailed
+from .pins import GroupPins, Pin, VersionGone
 from .router import ANY, BATCH_RETRIES, Member, Router
 
 log = logging.getLogger("rewardpool.client")
@@ -72,19 +73,6 @@ SUSPECT_SECONDS = 30.0
 DEADLINE_GRACE = 0.2  # a worker that held a batch past the caller's deadline
 STORE_RETRY_SECONDS = 0.5  # between tries of a batch whose worker could not reach the store master
 SHADOW_GRACE_SECONDS = 30.0  # how long a call waits for its shadow batches after its own are scored
-MAX_GROUPS = 4096  # groups whose scorer version the client remembers (the least recently used go first)
-
-
-class VersionGone(Exception):
-    """Every worker of the scorer version a call was pinned to left the pool (a roll replaced them): the call
-    is scored again, whole, on another version, so no call mixes two."""
-
-
-@dataclass
-class _Pin:
-    version: object = ANY  # ANY until the call's first batch picks a worker
-    group: str | None = None  # the caller's group key, sent with each batch (workers count active groups)
-
 
 @dataclass
 class ScoreReport:
@@ -129,8 +117,7 @@ class AsyncRewardPoolClient:
         self._moved: set[str] = set()  # batch ids taken back from a worker's queue, to be sent elsewhere
         self._rebalancer: asyncio.Task | None = None
         self.moved = 0  # batches moved from a long queue to a worker with room
-        self._groups: OrderedDict[str, _Pin] = OrderedDict()  # group key -> its pin, shared by the group's calls
-        self.group_moves = 0  # groups moved to another version because theirs left the pool
+        self.groups = GroupPins(f"{namespace}/{pool}")  # the pins of the caller's groups
         self.shadow = shadow  # send shadow batches to a pool's shadow workers
         self.shadowed = 0  # samples scored by a shadow version beside the serving one
         self.shadow_failures = 0  # shadow batches that did not come back (never a call's failure)
@@ -214,10 +201,10 @@ class AsyncRewardPoolClient:
             self._freed.set()
             self._freed = None
 
-    async def _acquire(self, tried: set[str], deadline: float | None, pin: _Pin | None = None) -> Member:
+    async def _acquire(self, tried: set[str], deadline: float | None, pin: Pin | None = None) -> Member:
         """A worker for one batch, of the call's scorer version once it has one: wait for room (backpressure)
         or for the pool to have a live worker."""
-        pin = pin or _Pin()
+        pin = pin or Pin()
         none_since = None
         while True:
             await self._members()
@@ -314,7 +301,7 @@ class AsyncRewardPoolClient:
             log.debug("cancel on %s: %s", member.name, e)
 
     async def _score_batch(self, outputs: list, prompts: list[str], deadline: float | None,
-                           report: ScoreReport, pin: _Pin) -> list:
+                           report: ScoreReport, pin: Pin) -> list:
         """One batch on one worker of the call's version, moved to another when its worker drains, is full or
         dies."""
         tried: set[str] = set()
@@ -458,7 +445,7 @@ class AsyncRewardPoolClient:
             self.router.done(s, None)
 
     async def _one_by_one(self, start: int, outputs: list, prompts: list[str], deadline: float | None,
-                          report: ScoreReport, pin: _Pin, e: BaseException) -> None:
+                          report: ScoreReport, pin: Pin, e: BaseException) -> None:
         """A batch that failed: find the bad sample(s) by scoring one at a time, so the others still get theirs."""
         if len(outputs) == 1:
             report.results[start] = SampleError(start, e)
@@ -468,7 +455,7 @@ class AsyncRewardPoolClient:
                                for i, (o, p) in enumerate(zip(outputs, prompts))))
 
     async def _score_chunk(self, start: int, outputs: list, prompts: list[str], deadline: float | None,
-                           report: ScoreReport, pin: _Pin) -> None:
+                           report: ScoreReport, pin: Pin) -> None:
         try:
             scores = await self._score_batch(outputs, prompts, deadline, report, pin)
         except (asyncio.CancelledError, asyncio.TimeoutError, VersionGone):
@@ -520,7 +507,7 @@ class AsyncRewardPoolClient:
             await self._learn(deadline)
         except asyncio.TimeoutError:
             raise TimeoutError(f"{self.namespace}/{self.pool}: no worker answered within {timeout}s") from None
-        pin, restarts = self._group_pin(group), 0
+        pin, restarts = self.groups.pin(group, self.router.versions()), 0
         while True:
             try:
                 report = await self._score_once(outputs, prompts, deadline, timeout, pin)
@@ -532,7 +519,7 @@ class AsyncRewardPoolClient:
                 if restarts > self.attempts:
                     raise PoolUnavailable(f"{self.namespace}/{self.pool}: the scorer version changed under the "
                                           f"call {restarts} times") from None
-                pin = self._repin(group, pin)
+                pin = self.groups.repin(group, pin, self.router.versions())
         report.restarts = restarts
         report.version = pin.version if pin.version is not ANY else None
         SAMPLE_ERRORS.inc(len(report.errors))
@@ -541,39 +528,13 @@ class AsyncRewardPoolClient:
             raise first.cause
         return report
 
-    def _group_pin(self, group: str | None) -> _Pin:
-        """The group's pin, shared by all its calls: the version is reserved at the first pick of the group's
-        first call, so calls of one group that run at the same time (the micro-batches of a GRPO group,
-        gathered) are scored by one version, not each by whichever worker it picked. A group whose version has
-        left the pool moves, whole, to a new pick."""
-        if group is None:
-            return _Pin()
-        pin = self._groups.get(group)
-        if pin is None:
-            pin = _Pin(group=group)
-        elif pin.version is not ANY and not self.router.versions()[pin.version]:
-            self.group_moves += 1
-            log.warning("%s/%s: group %s was scored by version %s, which has left the pool; it moves to another",
-                        self.namespace, self.pool, group, pin.version)
-            pin = _Pin(group=group)
-        self._groups[group] = pin
-        self._groups.move_to_end(group)
-        while len(self._groups) > MAX_GROUPS:
-            self._groups.popitem(last=False)
-        return pin
-
-    def _repin(self, group: str | None, gone: _Pin) -> _Pin:
-        """A new pin after the call's version left mid-call: the group's, so its other calls follow (one new
-        pin per group, whichever call sees the version gone first)."""
-        if group is None:
-            return _Pin()
-        if self._groups.get(group) is gone:
-            self.group_moves += 1
-            self._groups[group] = _Pin(group=group)
-        return self._group_pin(group)
+    @property
+    def group_moves(self) -> int:
+        """Groups moved to another version because theirs left the pool."""
+        return self.groups.moves
 
     async def _score_once(self, outputs: list, prompts: list[str], deadline: float | None, timeout,
-                          pin: _Pin) -> ScoreReport:
+                          pin: Pin) -> ScoreReport:
         report = ScoreReport(results=[None] * len(outputs), versions=[None] * len(outputs))
         try:
             await self._score_all(outputs, prompts, deadline, timeout, pin, report)
@@ -599,7 +560,7 @@ class AsyncRewardPoolClient:
             self.shadow_failures += len(late)
             log.warning("%d shadow batch(es) still out %.0fs after the call's batches; cancelled", len(late), limit)
 
-    async def _score_all(self, outputs: list, prompts: list[str], deadline: float | None, timeout, pin: _Pin,
+    async def _score_all(self, outputs: list, prompts: list[str], deadline: float | None, timeout, pin: Pin,
                          report: ScoreReport) -> None:
         n = self.batch_size
         tasks = [asyncio.ensure_future(self._score_chunk(i, outputs[i:i + n], prompts[i:i + n], deadline, report,

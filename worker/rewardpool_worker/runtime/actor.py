@@ -5,6 +5,7 @@ buffers are registered, the model is loaded and one warm-up forward has run."""
 from __future__ import annotations
 
 import hashlib
+import hmac
 import logging
 import os
 import threading
@@ -15,7 +16,7 @@ import ray
 
 from ..contract import (ANNOTATIONS_FILE, GROUP_ACTIVE_SECONDS, READ_SLOTS, SHADOW_ANNOTATION, Agreement,
                         WorkerConfig, scorer_version)
-from ..errors import Draining, Shadowing
+from ..errors import Draining, Forbidden, Shadowing
 from ..records import OutputRef
 from ..scorers import build_scorers, frames_declared
 from ..scorers.base import option
@@ -64,8 +65,12 @@ def headline(score) -> float:
 
 
 class RewardWorker:
-    def __init__(self, cfg_json: str, local_hostname: str, annotations_file: str | None = None):
+    def __init__(self, cfg_json: str, local_hostname: str, annotations_file: str | None = None,
+                 control_key: str | None = None):
         self.cfg = WorkerConfig.from_json(cfg_json)
+        # drain and promote change what the worker serves: only the pod's entrypoint (which drew this key, and is
+        # itself reached with the pool's control token) may call them, not any driver of the Ray cluster
+        self._control_key = control_key
         # the pod's Downward API annotations: SHADOW_ANNOTATION there puts this worker in shadow (read before
         # the actor is named, so no client sees it serve first)
         self._annotations_file = annotations_file or os.environ.get("REWARDPOOL_ANNOTATIONS_FILE", ANNOTATIONS_FILE)
@@ -119,9 +124,16 @@ class RewardWorker:
                 log.info("scorer version %s takes traffic (shadow annotation removed)", self.version)
         return self._shadow
 
+    def _authorize(self, key: str | None, what: str) -> None:
+        if self._control_key is None or key is None or not hmac.compare_digest(str(key), self._control_key):
+            log.warning("refused %s over Ray: not this pod's entrypoint's key", what)
+            raise Forbidden(f"{self.cfg.pool}: {what} is for this pod's entrypoint only (the operator drains and "
+                            "promotes a worker through its HTTP, with the pool's control token)")
+
     @ray.method(concurrency_group=CONTROL)
-    def promote(self) -> bool:
+    def promote(self, key: str | None = None) -> bool:
         """This version takes traffic now; returns whether the worker was in shadow."""
+        self._authorize(key, "promote")
         was, self._promoted = self.shadow(), True
         if was:
             log.info("scorer version %s takes traffic (promoted)", self.version)
@@ -209,7 +221,8 @@ class RewardWorker:
         return self.actor.read_copies(refs)
 
     @ray.method(concurrency_group=CONTROL)
-    def drain(self) -> dict:
+    def drain(self, key: str | None = None) -> dict:
+        self._authorize(key, "drain")
         if not self.draining:
             self.draining = True
             try:  # outputs stop landing in this worker's segment; what is there stays readable
@@ -262,13 +275,15 @@ def local_node_strategy():
     return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
 
 
-def start_actor(cfg: WorkerConfig, pod_name: str, local_hostname: str, annotations_file: str | None = None):
-    """Create this pod's named actor on this node; returns its handle once constructed."""
+def start_actor(cfg: WorkerConfig, pod_name: str, local_hostname: str, annotations_file: str | None = None,
+                control_key: str | None = None):
+    """Create this pod's named actor on this node; returns its handle once constructed. `control_key`: what its
+    drain and promote must be called with (the entrypoint draws it; None: they are refused)."""
     cls = ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(RewardWorker)
     handle = cls.options(name=cfg.actor_name(pod_name), namespace=cfg.ray.namespace,
                          max_concurrency=MAX_CONCURRENCY, num_cpus=0,
                          num_gpus=cfg.scorer.gpus,
                          scheduling_strategy=local_node_strategy()).remote(cfg.to_json(), local_hostname,
-                                                                           annotations_file)
+                                                                           annotations_file, control_key)
     ray.get(handle.ready.remote())
     return handle

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -328,14 +329,14 @@ def watch_registration(state: State, name: str, namespace: str, own_raylet: bool
     return t
 
 
-def drain_before_rejoin(actor, state: State, timeout: float) -> None:
+def drain_before_rejoin(actor, key: str, state: State, timeout: float) -> None:
     """Finish what the actor holds, if it still answers, before the process exits (its end takes the actor
     with it). Bounded, and every Ray call with a timeout: its raylet may be gone and its GCS forgotten."""
     import ray
 
     state.phase = "draining"
     try:
-        stats = ray.get(actor.drain.remote(), timeout=STATS_TIMEOUT_SECONDS)
+        stats = ray.get(actor.drain.remote(key), timeout=STATS_TIMEOUT_SECONDS)
         deadline = time.monotonic() + timeout
         while stats["in_flight"] > 0 and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -363,7 +364,8 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
     log.info("store client and Ray node address: %s", hostname)
     connect_ray(cfg, hostname)
     install_signal_handlers(state)  # again: ray.init replaces SIGTERM's handler with its own
-    actor = start_actor(cfg, pod, hostname)
+    key = secrets.token_hex(16)  # the actor's drain and promote answer this process only
+    actor = start_actor(cfg, pod, hostname, control_key=key)
     state.detail = ray.get(actor.ready.remote())
     metrics.startup(state.detail)
     state.registered_at = time.monotonic()  # start_actor resolved it by name a moment ago
@@ -394,7 +396,7 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
             continue
         if state.promote.is_set() and stats.get("shadow"):
             try:
-                ray.get(actor.promote.remote(), timeout=STATS_TIMEOUT_SECONDS)
+                ray.get(actor.promote.remote(key), timeout=STATS_TIMEOUT_SECONDS)
                 stats = {**stats, "shadow": False}
             except Exception as e:  # noqa: BLE001 (asked again next round; the annotation file follows anyway)
                 log.warning("could not promote the actor out of shadow: %s", type(e).__name__)
@@ -403,14 +405,14 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
         if state.drain.is_set() and state.phase == "ready":
             log.info("drain requested: no new batches; finishing in-flight work")
             state.phase = "draining"
-            stats = ray.get(actor.drain.remote())
+            stats = ray.get(actor.drain.remote(key))
         if state.phase == "draining" and stats["in_flight"] == 0:
             state.phase = "drained"
             log.info("drained after %d batches; waiting to be deleted", stats["batches"])
         state.stop.wait(STATS_SECONDS)
 
     if state.rejoin:
-        drain_before_rejoin(actor, state, min(drain_timeout, REJOIN_DRAIN_SECONDS))
+        drain_before_rejoin(actor, key, state, min(drain_timeout, REJOIN_DRAIN_SECONDS))
         return EXIT_REJOIN
     if state.actor_gone:
         log.error("stopping with the Ray actor gone: its in-flight batches are retried elsewhere by the client")
@@ -420,7 +422,7 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
     if state.phase != "drained":
         state.phase = "draining"
         log.info("stopping: no new batches; finishing in-flight work (at most %.0fs)", drain_timeout)
-        stats = ray.get(actor.drain.remote())
+        stats = ray.get(actor.drain.remote(key))
         while stats["in_flight"] > 0 and time.monotonic() < deadline:
             time.sleep(0.2)
             stats = ray.get(actor.stats.remote())
