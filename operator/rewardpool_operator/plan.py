@@ -227,20 +227,24 @@ def _shadow_report(pool: Pool, p: Plan, st: roll_mod.Step, mine: list[dict], sta
     cfg = pool.spec.rollout
     last = old_status.get("shadow") or {}
     ours = last.get("to") == want_hash
+    r, diff = agreement.correlation, agreement.mean_difference
+    since = last["since"] if ours and last.get("since") else (p.roll or {}).get("phaseSince") or C.now(now)
+    report = {"to": want_hash, "version": want_version, "against": against, "workers": [_name(x) for x in mine],
+              "samples": agreement.n, "correlation": None if r is None else round(r, 4),
+              "meanDifference": None if diff is None else round(diff, 6), "since": since, "promoted": None}
     if p.phase != roll_mod.SHADOW:
         if mine and p.phase == roll_mod.REPLACING:  # promoted: this pass, or the annotation is not gone yet
             p.promote = [_name(x) for x in mine]
             p.promoted_now = st.promote or not (ours and last.get("promoted"))
             p.shadow_message = st.why or f"scorer version {want_version} takes traffic: " + (
                 "spec.rollout.shadow was turned off" if not cfg.shadow else "its roll was promoted")
-        since = (p.roll or {}).get("phaseSince") or C.now(now)
-        p.shadow = {**last, "promoted": last.get("promoted") or since} if mine and ours else (last or None)
+        if st.promote:  # the report the gate passed on, stamped
+            p.shadow = {**report, "promoted": p.roll["phaseSince"] if p.roll else C.now(now)}
+        else:
+            stamp = (p.roll or {}).get("phaseSince") or C.now(now)
+            p.shadow = {**last, "promoted": last.get("promoted") or stamp} if mine and ours else (last or None)
         return
-    r, diff = agreement.correlation, agreement.mean_difference
-    since = p.roll["phaseSince"] if p.roll else C.now(now)
-    p.shadow = {"to": want_hash, "version": want_version, "against": against, "workers": [_name(x) for x in mine],
-                "samples": agreement.n, "correlation": None if r is None else round(r, 4),
-                "meanDifference": None if diff is None else round(diff, 6), "since": since, "promoted": None}
+    p.shadow = report
     said = (f"scorer version {want_version} in shadow of {', '.join(against) or 'nothing'}: "
             f"{agreement.n}/{cfg.shadowSamples} samples, correlation {_fmt(r)}, mean difference {_fmt(diff, '+.4g')}")
     p.shadow_state, p.shadow_message = "scoring", f"{said}; the old version serves until then"

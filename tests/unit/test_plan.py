@@ -250,6 +250,8 @@ def test_while_the_shadow_gathers_samples_the_old_version_serves_alone():
 def test_enough_samples_promote_the_shadow_then_the_roll_goes_on_with_an_old_worker_first():
     pl = run_plan(OLD_TWO + [_shadow_pod()], health=_agreeing(100), old_status=_in_shadow_since(60), **SHADOW)
     assert pl.promote == ["s"] and pl.promoted_now and pl.shadow["promoted"] == rfc3339(NOW)
+    # the status says what the gate passed on (the real node showed the pass before's 24 of 40 samples)
+    assert pl.shadow["samples"] == 100 and pl.shadow["since"] == rfc3339(NOW - 60)
     assert pl.drain == [] and pl.create == 0
     # the next pass: promoted in the status, the annotation not yet gone from the cache: promoted again (no
     # event), and it is a surplus worker of the new template, so an old one drains

@@ -195,6 +195,9 @@ def one_pass(w: World, not_ready: set[str]) -> None:
             assert any(serving(x) and version(x) == pinned for x in w.pods.values()) or \
                 any(version(x) == pinned for x in pl.create_like), \
                 f"the last worker of pinned {pinned} was removed inside its window: {pl.drain} {pl.delete}"
+    sh = new.get("shadow") or {}
+    if pl.promoted_now and v not in w.turned_off:  # the status says what the gate passed on
+        assert (sh.get("samples") or 0) >= SAMPLES and sh.get("promoted"), sh
     cond = {c["type"]: c for c in new["conditions"]}
     if pl.phase == "Shadow" and pl.roll and pl.shadow and not pl.shadow.get("samples"):
         age = w.now - (epoch(pl.roll["phaseSince"]) or w.now)

@@ -373,6 +373,21 @@ class Entrypoint:
             self.proc.wait(10)
 
 
+def test_a_killed_scoring_process_ends_the_worker_at_once(ray_cluster, master, tmp_path):
+    """The actor's process killed (an OOM kill, a crash): the entrypoint exits 1 within a stats round, so the
+    kubelet restarts the container now, not after its liveness probe has failed for about a minute."""
+    w = Entrypoint(ray_cluster, master, tmp_path, "killed", {"name": "mean-intensity"})
+    try:
+        w.wait_ready()
+        ray.kill(ray.get_actor("rewardpool:t/killed:killed-abcde", namespace="rewardpool"), no_restart=True)
+        t0 = time.monotonic()
+        assert w.proc.wait(30) == 1
+        print(f"\nexited {time.monotonic() - t0:.1f}s after its actor was killed")
+        assert "the Ray actor is gone" in w.log.read_text()
+    finally:
+        w.stop()
+
+
 def test_a_store_outage_makes_the_worker_unready_not_dead(ray_cluster, tmp_path):
     own = Master(tmp_path)
     actor = None
@@ -392,3 +407,22 @@ def test_a_store_outage_makes_the_worker_unready_not_dead(ray_cluster, tmp_path)
         if actor is not None:
             ray.kill(actor)
         own.stop()
+
+
+def test_a_restarted_worker_takes_its_name_back_from_its_earlier_actor(ray_cluster, master):
+    """A worker container restarted after its main process was killed finds its actor's name still registered
+    (the cluster has not noticed the old actor's end): it ends that actor (the name is its pod's) and comes up,
+    rather than crashing with ActorAlreadyExistsError until the name is freed."""
+    from tests.worker.conftest import pool_cfg
+
+    cfg = pool_cfg(master, "again", {"name": "mean-intensity"})
+    first = start_actor(cfg, "again-pod-0", "127.0.0.1", control_key=KEY)
+    second = start_actor(cfg, "again-pod-0", "127.0.0.1", control_key=KEY)  # the same pod, its next start
+    try:
+        assert ray.get(second.ready.remote())["model_loaded"]
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(first.ready.remote(), timeout=30)
+        named = ray.get_actor(cfg.actor_name("again-pod-0"), namespace="rewardpool")
+        assert named._actor_id == second._actor_id != first._actor_id  # clients find the new one by name
+    finally:
+        ray.kill(second)

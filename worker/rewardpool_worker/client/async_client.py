@@ -29,12 +29,10 @@
   `unavailable_seconds` fails the same way, or, when the call has a longer deadline, one with none until
   then (a recovering pool is waited for).
 
-- **Shadow scoring.** While the pool shadows a new scorer version (spec.rollout.shadow), its new workers take
-  no call; each batch sent to a serving worker also goes, when a shadow worker has none of this client's
-  batches, to that worker at the same time (the same stored outputs, read by each; an inline tensor is sent
-  to both). The call returns the serving version's scores only, after the shadow batch ends (so no shadow
-  read outlives the call that the caller releases after), and the shadow worker is told both scores to
-  report the agreement the operator shows. A shadow batch that fails costs the call nothing.
+- **Shadow scoring.** While the pool shadows a new scorer version, each batch also goes to an idle shadow
+  worker, and the call waits for it before it returns (`shadow.ShadowFanOut`); a shadow batch never fails a call.
+- **Version and group pins** (`pins.GroupPins`): a call's batches all go to one scorer version, and so do the
+  calls of one group, reserved at the group's first pick.
 
 - **Only the scored frames of inline videos.** When every scorer of a worker picks frames by the frame rule
   (its ready() answer says how many each), an inline (C, F, H, W) tensor is cut to the union of the frames
@@ -62,17 +60,16 @@ from ..errors import (BatchTooLarge, Cancelled, Draining, Overloaded, PoolUnavai
 from ..frames import inline_bytes, subset
 from ..store import MasterUnreachable, TransferFailed
 from .pins import GroupPins, Pin, VersionGone
-from .router import ANY, BATCH_RETRIES, Member, Router
+from .router import (ANY, BATCH_RETRIES, SUSPECT_SECONDS, UNREACHABLE_COOLDOWN_SECONDS, Member, Router,
+                     cancel_remote)
+from .shadow import ShadowFanOut
 
 log = logging.getLogger("rewardpool.client")
 TIMEOUTS = ClientMetricNames.TIMEOUTS.make()
 SAMPLE_ERRORS = ClientMetricNames.SAMPLE_ERRORS.make()
-UNREACHABLE_COOLDOWN_SECONDS = 5.0
 OVERLOADED_COOLDOWN_SECONDS = 0.5
-SUSPECT_SECONDS = 30.0
 DEADLINE_GRACE = 0.2  # a worker that held a batch past the caller's deadline
 STORE_RETRY_SECONDS = 0.5  # between tries of a batch whose worker could not reach the store master
-SHADOW_GRACE_SECONDS = 30.0  # how long a call waits for its shadow batches after its own are scored
 
 @dataclass
 class ScoreReport:
@@ -118,9 +115,7 @@ class AsyncRewardPoolClient:
         self._rebalancer: asyncio.Task | None = None
         self.moved = 0  # batches moved from a long queue to a worker with room
         self.groups = GroupPins(f"{namespace}/{pool}")  # the pins of the caller's groups
-        self.shadow = shadow  # send shadow batches to a pool's shadow workers
-        self.shadowed = 0  # samples scored by a shadow version beside the serving one
-        self.shadow_failures = 0  # shadow batches that did not come back (never a call's failure)
+        self.shadows = ShadowFanOut(self.router, enabled=shadow)  # batches sent beside, to shadow workers
         self.transfer_retries = 0  # batches sent to another worker after a worker could not read their outputs
 
     # ---------------------------------------------------------------------------------------------------------
@@ -288,18 +283,6 @@ class AsyncRewardPoolClient:
         remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
         return await asyncio.wait_for(fut, remaining)
 
-    @staticmethod
-    def _cancel_remote(member: Member, ref, batch_id: str) -> None:
-        """The caller gave up: drop the batch on its worker (queued in Ray or waiting for a read slot)."""
-        try:
-            ray.cancel(ref)
-        except Exception as e:  # best effort: the worker's own cancel below covers a started call
-            log.debug("ray.cancel of %s: %s", batch_id, e)
-        try:
-            member.handle.cancel.remote([batch_id])
-        except Exception as e:
-            log.debug("cancel on %s: %s", member.name, e)
-
     async def _score_batch(self, outputs: list, prompts: list[str], deadline: float | None,
                            report: ScoreReport, pin: Pin) -> list:
         """One batch on one worker of the call's version, moved to another when its worker drains, is full or
@@ -323,7 +306,7 @@ class AsyncRewardPoolClient:
             report.sent_bytes += sum(inline_bytes(o) for o in sent)
             ref = (m.handle.score_batch.remote(sent, prompts, batch_id, group=pin.group) if pin.group is not None
                    else m.handle.score_batch.remote(sent, prompts, batch_id))
-            shadow = self._send_shadow(m, outputs, prompts, report)
+            shadow = self.shadows.send(m, outputs, prompts, report)
             del sent
             self._queued.setdefault(m.name, {})[batch_id] = t0
             self._ensure_rebalancer()
@@ -338,13 +321,13 @@ class AsyncRewardPoolClient:
                     shadow.set_result((m.version, scores))
                 return scores
             except asyncio.TimeoutError:
-                self._cancel_remote(m, ref, batch_id)
+                cancel_remote(m, ref, batch_id)
                 # Priced at what it took so far and skipped for a while: a hung worker costs the deadline once.
                 elapsed = time.monotonic() - t0
                 self.router.exclude(m.name, SUSPECT_SECONDS)
                 raise
             except asyncio.CancelledError:
-                self._cancel_remote(m, ref, batch_id)
+                cancel_remote(m, ref, batch_id)
                 if deadline is not None and time.monotonic() >= deadline:  # the call's deadline, seen first
                     elapsed = time.monotonic() - t0
                     self.router.exclude(m.name, SUSPECT_SECONDS)
@@ -404,45 +387,6 @@ class AsyncRewardPoolClient:
             BATCH_RETRIES.inc()
             if lost >= self.attempts:
                 raise PoolUnavailable(f"batch lost its worker {lost} times (attempts={self.attempts})") from last
-
-    def _send_shadow(self, m: Member, outputs: list, prompts: list[str], report: ScoreReport):
-        """Send the batch also to an idle shadow worker, if the pool has one; returns the future the serving
-        side resolves with (its version, its scores), or None when no shadow batch went."""
-        if not self.shadow:
-            return None
-        s = self.router.pick_shadow(m.version)
-        if s is None:
-            return None
-        sid = uuid.uuid4().hex
-        sent = [subset(o, s.frames) if s.frames and isinstance(o, torch.Tensor) else o for o in outputs]
-        report.sent_bytes += sum(inline_bytes(o) for o in sent)
-        ref = s.handle.shadow_batch.remote(sent, prompts, sid)
-        serving = asyncio.get_running_loop().create_future()
-        report.shadow_tasks.append(asyncio.ensure_future(self._finish_shadow(s, ref, sid, serving, report)))
-        return serving
-
-    async def _finish_shadow(self, s: Member, ref, sid: str, serving: asyncio.Future, report: ScoreReport) -> None:
-        """The shadow batch's end: its scores and the serving version's go to the shadow worker as pairs."""
-        try:
-            own = await asyncio.wrap_future(ref.future())
-            got = await serving
-            if got is not None and len(got[1]) == len(own):
-                s.handle.record_agreement.remote(got[0], got[1], own)
-                report.shadowed += len(own)
-                self.shadowed += len(own)
-        except asyncio.CancelledError:  # past its grace, or the call ended: skipped a while (it may hang)
-            self._cancel_remote(s, ref, sid)
-            self.router.exclude(s.name, SUSPECT_SECONDS)
-            raise
-        except Exception as e:  # noqa: BLE001 (a shadow batch never fails the call)
-            self.shadow_failures += 1
-            log.info("shadow batch on %s failed: %s: %s", s.name, type(unwrap(e)).__name__, str(unwrap(e))[:200])
-            if isinstance(e, ray.exceptions.RayActorError) and not isinstance(e, ray.exceptions.ActorUnavailableError):
-                self.router.drop(s.name)
-            else:
-                self.router.exclude(s.name, UNREACHABLE_COOLDOWN_SECONDS)
-        finally:
-            self.router.done(s, None)
 
     async def _one_by_one(self, start: int, outputs: list, prompts: list[str], deadline: float | None,
                           report: ScoreReport, pin: Pin, e: BaseException) -> None:
@@ -529,6 +473,16 @@ class AsyncRewardPoolClient:
         return report
 
     @property
+    def shadowed(self) -> int:
+        """Samples scored by a shadow version beside the serving one."""
+        return self.shadows.shadowed
+
+    @property
+    def shadow_failures(self) -> int:
+        """Shadow batches that did not come back (never a call's failure)."""
+        return self.shadows.failures
+
+    @property
     def group_moves(self) -> int:
         """Groups moved to another version because theirs left the pool."""
         return self.groups.moves
@@ -538,7 +492,7 @@ class AsyncRewardPoolClient:
         report = ScoreReport(results=[None] * len(outputs), versions=[None] * len(outputs))
         try:
             await self._score_all(outputs, prompts, deadline, timeout, pin, report)
-            await self._end_shadows(report, deadline)
+            await self.shadows.end(report, deadline)
             return report
         finally:  # a call that raised (a deadline, its version gone, cancelled) leaves no shadow batch behind
             left = [t for t in report.shadow_tasks if not t.done()]
@@ -546,19 +500,6 @@ class AsyncRewardPoolClient:
                 t.cancel()
             if left:
                 await asyncio.gather(*left, return_exceptions=True)
-
-    async def _end_shadows(self, report: ScoreReport, deadline: float | None) -> None:
-        """Wait for the call's shadow batches (their reads must end before the caller releases the outputs),
-        at most SHADOW_GRACE_SECONDS past the serving batches and never past the deadline; one still out then
-        is cancelled, and its worker skipped for a while."""
-        if not report.shadow_tasks:
-            return
-        limit = SHADOW_GRACE_SECONDS if deadline is None else min(SHADOW_GRACE_SECONDS,
-                                                                  max(0.0, deadline - time.monotonic()))
-        _, late = await asyncio.wait(report.shadow_tasks, timeout=limit)
-        if late:
-            self.shadow_failures += len(late)
-            log.warning("%d shadow batch(es) still out %.0fs after the call's batches; cancelled", len(late), limit)
 
     async def _score_all(self, outputs: list, prompts: list[str], deadline: float | None, timeout, pin: Pin,
                          report: ScoreReport) -> None:

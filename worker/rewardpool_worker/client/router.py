@@ -30,6 +30,8 @@ log = logging.getLogger("rewardpool.client")
 BATCH_RETRIES = ClientMetricNames.BATCH_RETRIES.make()
 EWMA_ALPHA = 0.3
 ANY = object()  # pick(): a worker of any scorer version
+UNREACHABLE_COOLDOWN_SECONDS = 5.0  # a worker unreachable mid-batch is skipped this long
+SUSPECT_SECONDS = 30.0  # one that held a batch past its caller's deadline (a hung model), this long
 
 
 @dataclass
@@ -215,6 +217,18 @@ class Router:
             m = self._members.pop(name, None)
             if m is not None:
                 self._dead.add(_actor_id(m.handle))
+
+
+def cancel_remote(member: Member, ref, batch_id: str) -> None:
+    """The caller gave up: drop the batch on its worker (queued in Ray or waiting for a read slot)."""
+    try:
+        ray.cancel(ref)
+    except Exception as e:  # best effort: the worker's own cancel below covers a started call
+        log.debug("ray.cancel of %s: %s", batch_id, e)
+    try:
+        member.handle.cancel.remote([batch_id])
+    except Exception as e:
+        log.debug("cancel on %s: %s", member.name, e)
 
 
 def _actor_id(handle) -> str | None:

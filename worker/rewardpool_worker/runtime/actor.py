@@ -269,6 +269,10 @@ def process_memory(reset_peak: bool = False) -> dict:
     return {"rss": fields.get("VmRSS", 0), "peak_rss": fields.get("VmHWM", 0)}
 
 
+NAME_TAKEN_SECONDS = 60.0  # how long a new actor waits for this pod's earlier one to let go of its name
+NAME_RETRY_SECONDS = 0.5
+
+
 def local_node_strategy():
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -280,10 +284,26 @@ def start_actor(cfg: WorkerConfig, pod_name: str, local_hostname: str, annotatio
     """Create this pod's named actor on this node; returns its handle once constructed. `control_key`: what its
     drain and promote must be called with (the entrypoint draws it; None: they are refused)."""
     cls = ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(RewardWorker)
-    handle = cls.options(name=cfg.actor_name(pod_name), namespace=cfg.ray.namespace,
-                         max_concurrency=MAX_CONCURRENCY, num_cpus=0,
-                         num_gpus=cfg.scorer.gpus,
-                         scheduling_strategy=local_node_strategy()).remote(cfg.to_json(), local_hostname,
-                                                                           annotations_file, control_key)
+    name = cfg.actor_name(pod_name)
+    deadline = time.monotonic() + NAME_TAKEN_SECONDS
+    while True:
+        try:
+            handle = cls.options(name=name, namespace=cfg.ray.namespace, max_concurrency=MAX_CONCURRENCY,
+                                 num_cpus=0, num_gpus=cfg.scorer.gpus,
+                                 scheduling_strategy=local_node_strategy()).remote(cfg.to_json(), local_hostname,
+                                                                                   annotations_file, control_key)
+            break
+        except ValueError as e:  # ray.exceptions.ActorAlreadyExistsError: the name is still registered
+            if time.monotonic() > deadline:
+                raise
+            # This pod's own earlier actor (its container restarted: the old process is gone or going, and the
+            # Ray cluster has not noticed yet). The pod's name is this pod's alone, so it is ours to end: kill
+            # it and take the name, instead of crashing until the cluster frees it (the container's next restart).
+            log.warning("the actor name %s is still taken (%s): ending this pod's earlier actor", name, e)
+            try:
+                ray.kill(ray.get_actor(name, namespace=cfg.ray.namespace), no_restart=True)
+            except ValueError:  # gone in between
+                pass
+            time.sleep(NAME_RETRY_SECONDS)
     ray.get(handle.ready.remote())
     return handle

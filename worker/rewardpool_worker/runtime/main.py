@@ -382,18 +382,21 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
                       "into the current cluster", state.registration_error, lost)
             state.rejoin = True
             break
-        if state.actor_gone:
-            state.stop.wait(STATS_SECONDS)
-            continue
         try:
             stats = ray.get(actor.stats.remote(), timeout=STATS_TIMEOUT_SECONDS)
         except ray.exceptions.GetTimeoutError:
             log.warning("the Ray actor did not answer stats in %.0fs", STATS_TIMEOUT_SECONDS)
             continue
-        except ray.exceptions.RayActorError as e:
-            state.actor_gone = type(e).__name__
-            log.error("the Ray actor is gone (%s): liveness fails from now on", type(e).__name__)
+        except ray.exceptions.ActorUnavailableError as e:  # unreachable for now (a GCS or network blip)
+            log.warning("the Ray actor is unavailable for now (%s)", str(e)[:200])
+            state.stop.wait(STATS_SECONDS)
             continue
+        except ray.exceptions.RayActorError as e:
+            # The scoring process died (killed, out of memory): nothing is left to serve. Exit now, so the
+            # kubelet restarts the container at once instead of after the liveness probe's failures (~60 s).
+            state.actor_gone = type(e).__name__
+            log.error("the Ray actor is gone (%s): exiting for the kubelet to restart this worker", type(e).__name__)
+            break
         if state.promote.is_set() and stats.get("shadow"):
             try:
                 ray.get(actor.promote.remote(key), timeout=STATS_TIMEOUT_SECONDS)
