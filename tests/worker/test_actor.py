@@ -313,11 +313,14 @@ def test_liveness_fails_on_a_wedged_batch_and_on_a_gone_actor(ray_cluster, maste
         client.submit([torch.zeros(3, 4, 4)], ["hang"])  # holds the model for 600 s
         code, body = worker.poll("/healthz", lambda c, b: c == 503)
         assert "held the model" in json.loads(body)["reason"] and worker.get("/readyz")[0] == 503
+        # the actor's process killed (an OOM kill, a crash): the entrypoint exits 1 within a stats round, so the
+        # kubelet restarts the container now, not after its liveness probe has failed for about a minute (the
+        # batches go to other actors by the client)
         ray.kill(ray.get_actor("rewardpool:t/wedge:wedge-abcde", namespace="rewardpool"))
-        code, body = worker.poll("/healthz", lambda c, b: "gone" in b)
-        assert code == 503 and "the Ray actor is gone" in json.loads(body)["reason"]
-        worker.proc.send_signal(signal.SIGTERM)
-        assert worker.proc.wait(60) == 1  # nothing to drain: the batches go to other actors by the client
+        t0 = time.monotonic()
+        assert worker.proc.wait(30) == 1
+        print(f"\nexited {time.monotonic() - t0:.1f}s after its actor was killed")
+        assert "the Ray actor is gone" in worker.log.read_text()
     finally:
         worker.stop()
 
@@ -371,21 +374,6 @@ class Entrypoint:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
-
-
-def test_a_killed_scoring_process_ends_the_worker_at_once(ray_cluster, master, tmp_path):
-    """The actor's process killed (an OOM kill, a crash): the entrypoint exits 1 within a stats round, so the
-    kubelet restarts the container now, not after its liveness probe has failed for about a minute."""
-    w = Entrypoint(ray_cluster, master, tmp_path, "killed", {"name": "mean-intensity"})
-    try:
-        w.wait_ready()
-        ray.kill(ray.get_actor("rewardpool:t/killed:killed-abcde", namespace="rewardpool"), no_restart=True)
-        t0 = time.monotonic()
-        assert w.proc.wait(30) == 1
-        print(f"\nexited {time.monotonic() - t0:.1f}s after its actor was killed")
-        assert "the Ray actor is gone" in w.log.read_text()
-    finally:
-        w.stop()
 
 
 def test_a_store_outage_makes_the_worker_unready_not_dead(ray_cluster, tmp_path):
