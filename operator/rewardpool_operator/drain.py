@@ -11,8 +11,7 @@ UNREACHABLE_SECONDS of silence, and then only if its pod is not Ready or its seg
 (or it lends none). A worker that is Ready but unreachable from here (a network policy mistake, say) is
 waited for until the drain timeout, like a slow one. Past the timeout a worker is deleted if its segment is
 empty or unknown (a batch it still holds is retried on another worker by the client, its outputs being
-still stored); one whose segment still holds outputs, or whose usage cannot be read although the pool set
-store.metricsAddress to have it checked, is kept and reported, never deleted silently."""
+still stored); one whose segment still holds outputs is kept and reported, never deleted silently."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,25 +29,17 @@ class Verdict:
 
 
 def verdict(pod: str, health: dict | None, segment_lent: bool, used_bytes: int | None, waited: float,
-            timeout: float, unreachable_for: float = 0.0, pod_ready: bool = True, checked: bool = False) -> Verdict:
-    """`checked`: the pool asks for segments to be checked (store.metricsAddress), so a usage that could not be read
-    (a standby master after a failover, a slow master) keeps the worker as outputs in its segment would."""
+            timeout: float, unreachable_for: float = 0.0, pod_ready: bool = True) -> Verdict:
     holds = segment_lent and bool(used_bytes)
-    unknown = segment_lent and used_bytes is None and checked
-    if health is not None and health.get("phase") == "drained" and not holds and not unknown:
-        said = "" if not segment_lent or used_bytes is not None else \
+    if health is not None and health.get("phase") == "drained" and not holds:
+        checked = "" if not segment_lent or used_bytes is not None else \
             " (its segment was not checked: set store.metricsAddress to protect outputs stored there)"
-        return Verdict("delete", R.DRAINED, f"{pod} drained{said}")
+        return Verdict("delete", R.DRAINED, f"{pod} drained{checked}")
     if waited >= timeout:
         if holds:
             return Verdict("stuck", R.DRAIN_STUCK,
                            f"{pod} has drained for {waited:.0f}s but its segment still holds {used_bytes} bytes of "
                            "outputs; it is kept so they are not lost (delete the pod by hand to give them up)")
-        if unknown and (health is not None or pod_ready):
-            return Verdict("stuck", R.DRAIN_STUCK,
-                           f"{pod} has drained for {waited:.0f}s but the store master's metrics "
-                           "(store.metricsAddress) do not say what its segment holds; it is kept so no output is "
-                           "lost (delete the pod by hand to give them up)")
         state = "empty" if used_bytes == 0 or not segment_lent else "not known to hold outputs"
         return Verdict("delete", R.DRAIN_TIMED_OUT,
                        f"{pod} did not finish within {timeout:.0f}s; deleted (its segment is {state}, and the "
@@ -63,8 +54,6 @@ def verdict(pod: str, health: dict | None, segment_lent: bool, used_bytes: int |
                 f"not answering for {unreachable_for:.0f}s")
     elif holds:
         what = f"{used_bytes} bytes of outputs still in its segment"
-    elif unknown and health.get("phase") == "drained":
-        what = "its segment's usage cannot be read from the store master's metrics (store.metricsAddress)"
     else:
         what = f"{health.get('in_flight', '?')} batch(es) in flight"
     return Verdict("wait", R.DRAINING, f"{pod} draining: {what} ({waited:.0f}s of {timeout:.0f}s)")

@@ -313,7 +313,7 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
     agreement = _agreement(mine, observed.health, against)
     facts = roll_mod.Facts(want_hash=want_hash, want_version=want_version,
                            stale_versions=sorted({_version(x) for x in stale}),
-                           new_serves=any(_hash(x) == want_hash for x in unmarked), shadow_marked=bool(mine),
+                           new_serves=any(_hash(x) == want_hash for x in unmarked),
                            shadow_on=spec.rollout.shadow, samples_wanted=spec.rollout.shadowSamples,
                            min_correlation=spec.rollout.shadowMinCorrelation, agreement=agreement)
     # a lost old worker keeps the roll open for its pass: a pinned version's last one is replaced by a copy
@@ -411,8 +411,7 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
         name = _name(pod)
         v = drain_mod.verdict(name, observed.health.get(name), sizing.per_worker_bytes > 0,
                               observed.segment_used.get(name), now - started_at[name], spec.drainTimeoutSeconds,
-                              observed.unreachable_for.get(name, 0.0), is_ready(pod),
-                              checked=bool(spec.store.metricsAddress))
+                              observed.unreachable_for.get(name, 0.0), is_ready(pod))
         if v.action == "delete":
             p.delete.append((name, "Normal" if v.reason == R.DRAINED else "Warning", R.WORKER_DELETED,
                              f"deleted worker pod {name} ({v.reason}): {v.message}"))

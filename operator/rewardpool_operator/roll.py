@@ -52,7 +52,6 @@ class Facts:
     want_version: str
     stale_versions: list[str]  # scorer versions of the other templates' workers present (Ready or not)
     new_serves: bool  # an unmarked worker of the wanted template is present (it takes traffic)
-    shadow_marked: bool  # a marked (shadow) worker of the wanted template is present
     shadow_on: bool
     samples_wanted: int
     min_correlation: float | None

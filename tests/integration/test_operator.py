@@ -306,10 +306,12 @@ def test_a_shadow_roll_starts_one_shadow_worker_holds_and_turning_it_off_promote
         pods = pools.pods("shd")
         olds = [p for p in pods if p.spec.containers[0].image.endswith(":test")
                 and p.metadata.labels[SCORER_VERSION_LABEL] in old_version]
-        return len(pods) == 3 and len(olds) == 2 and gone not in {p.metadata.name for p in pods} and olds
-    olds = wait_for(replaced, 60, what="the lost old worker replaced by a copy of an old one")
+        # scheduled too (CI's run read the copy before the scheduler had bound it)
+        return len(pods) == 3 and len(olds) == 2 and gone not in {p.metadata.name for p in pods} and \
+            all(p.spec.node_name for p in olds) and olds
+    olds = wait_for(replaced, 60, what="the lost old worker replaced by a copy of an old one, scheduled")
     copy = next(p for p in olds if p.metadata.name not in old)
-    assert copy.spec.node_name and copy.spec.automount_service_account_token is False
+    assert copy.spec.automount_service_account_token is False
     assert copy.metadata.owner_references[0].controller
     old = {p.metadata.name for p in olds}
 

@@ -303,7 +303,8 @@ def test_a_roll_waits_for_a_rollout_pinned_to_the_old_scorer_version(kube, node,
             if p["status"].get("phase") == "Running":
                 kube.exec(pool_ns, p["metadata"]["name"], "touch", stop, container="rollout")
     try:
-        held = wait_for(holding, timeout=600, interval=1, what="the roll holding the old version's last worker")
+        # within the test's own 600 s (pytest-timeout), so a failure says what Progressing said and stops the job
+        held = wait_for(holding, timeout=420, interval=1, what="the roll holding the old version's last worker")
     except AssertionError as e:
         stop_job()  # never leave it running for the tests after this one
         raise AssertionError(f"{e}; Progressing was, last: {list(dict.fromkeys(seen))[-4:]}") from None

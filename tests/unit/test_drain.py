@@ -3,8 +3,8 @@ import pytest
 from rewardpool_operator.drain import UNREACHABLE_SECONDS, verdict
 
 
-def v(health, lent=True, used=0, waited=10, timeout=600, silent=0.0, ready=True, checked=False):
-    return verdict("w-1", health, lent, used, waited, timeout, silent, ready, checked)
+def v(health, lent=True, used=0, waited=10, timeout=600, silent=0.0, ready=True):
+    return verdict("w-1", health, lent, used, waited, timeout, silent, ready)
 
 
 def test_one_failed_probe_deletes_nothing():
@@ -58,21 +58,3 @@ def test_in_flight_work_waits_then_times_out():
     assert v({"phase": "draining", "in_flight": 2}).action == "wait"
     r = v({"phase": "draining", "in_flight": 2}, waited=601)
     assert (r.action, r.reason) == ("delete", "DrainTimedOut")
-
-
-@pytest.mark.parametrize("health,ready,waited,action", [
-    ({"phase": "drained"}, True, 10, "wait"),  # drained, but the master's metrics do not answer: kept
-    ({"phase": "drained"}, True, 700, "stuck"),  # and past the timeout: kept and said, never deleted
-    ({"phase": "draining", "in_flight": 1}, True, 700, "stuck"),
-    (None, True, 700, "stuck"),  # Ready, silent, segment unknown: its process may hold outputs
-    (None, False, 700, "delete"),  # not Ready and silent: its process (and segment) is gone
-], ids=["drained", "drained-late", "in-flight-late", "silent-ready-late", "silent-not-ready-late"])
-def test_a_segment_that_should_be_checked_and_cannot_be_keeps_its_worker(health, ready, waited, action):
-    r = v(health, used=None, waited=waited, ready=ready, silent=700 if health is None else 0, checked=True)
-    assert r.action == action, r
-    if action == "stuck":
-        assert r.reason == "DrainStuck" and "store.metricsAddress" in r.message
-    if action == "wait":
-        assert "cannot be read" in r.message
-    # the usage read: an empty segment lets it go, as before
-    assert v({"phase": "drained"}, used=0, waited=10, checked=True).action == "delete"

@@ -14,7 +14,7 @@ DISAGREE = Agreement(n=100, sx=50.0, sy=50.0, sxx=40.0, syy=40.0, sxy=22.0)  # r
 
 
 def facts(**over) -> roll.Facts:
-    base = dict(want_hash="H", want_version="v2", stale_versions=["v1"], new_serves=False, shadow_marked=True,
+    base = dict(want_hash="H", want_version="v2", stale_versions=["v1"], new_serves=False,
                 shadow_on=True, samples_wanted=100, min_correlation=0.9, agreement=Agreement())
     return roll.Facts(**{**base, **over})
 
@@ -31,11 +31,11 @@ REPLACING = {"to": "H", "since": rfc3339(NOW - 100), "phase": "Replacing", "phas
 @pytest.mark.parametrize("old,f,rolling,want_phase,promote", [
     (None, facts(), False, None, False),  # nothing to roll
     (SHADOWING, facts(), False, None, False),  # the roll is over, whatever its phase
-    (None, facts(shadow_marked=False), True, "Shadow", False),  # a new roll to another version: shadow first
-    (None, facts(stale_versions=["v2"], shadow_marked=False), True, "Replacing", False),  # same version: no shadow
-    (None, facts(shadow_on=False, shadow_marked=False), True, "Replacing", False),  # no shadow asked
-    (None, facts(stale_versions=[], shadow_marked=False), True, "Replacing", False),  # nothing to compare
-    (None, facts(new_serves=True, shadow_marked=False), True, "Replacing", False),  # the new version serves
+    (None, facts(), True, "Shadow", False),  # a new roll to another version: shadow first
+    (None, facts(stale_versions=["v2"]), True, "Replacing", False),  # same version: no shadow
+    (None, facts(shadow_on=False), True, "Replacing", False),  # no shadow asked
+    (None, facts(stale_versions=[]), True, "Replacing", False),  # nothing to compare
+    (None, facts(new_serves=True), True, "Replacing", False),  # the new version serves
     (None, facts(agreement=AGREE), True, "Replacing", True),  # record lost, the shadow has its samples
     (SHADOWING, facts(agreement=Agreement(n=99, sx=1, sy=1, sxx=1, syy=1, sxy=1)), True, "Shadow", False),
     (SHADOWING, facts(agreement=AGREE), True, "Replacing", True),  # the gate passed

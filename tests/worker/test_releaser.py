@@ -39,7 +39,7 @@ def test_failed_samples_are_released_and_counted(store, producer, master):
     assert rel.failed(refs[:1]) == [] and rel.stats.duplicates == 1  # said again: nothing happens
     assert rel.rewarded(refs[2:]) == [refs[2].key, refs[3].key]
     assert rel.stats.released == 4 and rel.stats.failed_released == 2 and rel.stats.release_failures == 0
-    assert [k for k, _ in rel.media] == [refs[2].key, refs[3].key]  # failed samples are no media
+    assert [k for k, _ in rel.take_media(None)] == [refs[2].key, refs[3].key]  # failed samples are no media
     assert not {r.key for r in refs} & master.keys()
     with pytest.raises(ValueError, match="never expected"):
         rel.failed([OutputRef("failrel-x", 64, "float32", (16,))])

@@ -1,7 +1,6 @@
 """Worker entrypoint (the image's command): read the config the operator rendered, find the RoCE address,
-join Ray, host this pod's reward actor, serve /healthz /readyz /metrics, and drain on SIGTERM (then wait for
-its segment to empty: segment.py), on an authenticated POST /drain, or when the operator's drain annotation
-shows up in the Downward API file."""
+join Ray, host this pod's reward actor, serve /healthz /readyz /metrics, and drain on SIGTERM, on an
+authenticated POST /drain, or when the operator's drain annotation shows up in the Downward API file."""
 from __future__ import annotations
 
 import json
@@ -356,7 +355,6 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
     import ray
 
     from .actor import start_actor
-    from .segment import wait_until_empty
 
     hostname = local_hostname(cfg.store.protocol, cfg.network_attachment,
                               os.environ.get("REWARDPOOL_ANNOTATIONS_FILE", ANNOTATIONS_FILE),
@@ -421,11 +419,11 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
         log.error("stopping with the Ray actor gone: its in-flight batches are retried elsewhere by the client")
         ray.shutdown()
         return 1
-    deadline = time.monotonic() + drain_timeout
     if state.phase != "drained":
         state.phase = "draining"
         log.info("stopping: no new batches; finishing in-flight work (at most %.0fs)", drain_timeout)
         stats = ray.get(actor.drain.remote(key))
+        deadline = time.monotonic() + drain_timeout
         while stats["in_flight"] > 0 and time.monotonic() < deadline:
             time.sleep(0.2)
             stats = ray.get(actor.stats.remote())
@@ -435,14 +433,6 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
             return 1
         state.phase = "drained"
         log.info("drained after %d batches", stats["batches"])
-    # outputs other workers still have to read may sit in this worker's segment: they go with the process
-    left = wait_until_empty(cfg.store, state.detail.get("store_hostname"), deadline)
-    if left != 0:
-        log.error("stopping with %s in this worker's segment after the drain timeout: they are lost with it",
-                  f"{left} bytes of outputs" if left is not None else "an unknown amount of outputs")
-        ray.kill(actor)
-        ray.shutdown()
-        return 1
     ray.kill(actor)
     ray.shutdown()
     return 0
