@@ -42,10 +42,16 @@ def test_drain_waits_for_the_segment_survives_a_restart_and_reports_a_stuck_drai
         releaser = Releaser(store)
         releaser.expect(refs)
 
+        def events():
+            return [(e.type, e.reason) for e in core.list_namespaced_event(
+                ns, field_selector="involvedObject.name=held").items]
         co.patch_namespaced_custom_object_scale(G, V, ns, P, "held", {"spec": {"replicas": 1}})
         victim = wait_for(lambda: [p.metadata.name for p in pods()
                                    if "rewardpool.io/drain-requested-at" in (p.metadata.annotations or {})], 60,
                           what="a worker marked for draining")[0]
+        # its event is posted right after the annotation: killed in between, the operator would not say it again
+        # (the suite saw that race once)
+        wait_for(lambda: ("Normal", "WorkerDraining") in events(), 20, what="the WorkerDraining event")
         operator.kill()  # the drain must survive the operator going away
         operator.start()
         c = wait_for(lambda: (x := condition("Degraded")) and x["reason"] == "DrainStuck" and x, 60,
@@ -53,11 +59,7 @@ def test_drain_waits_for_the_segment_survives_a_restart_and_reports_a_stuck_drai
         assert victim in c["message"] and "segment still holds" in c["message"]
         assert victim in [p.metadata.name for p in pods()]  # kept: its segment holds an unscored output
         # The event is written in the same pass as the condition, after it: wait for it rather than race it.
-        def events():
-            return [(e.type, e.reason) for e in core.list_namespaced_event(
-                ns, field_selector="involvedObject.name=held").items]
-        wait_for(lambda: ("Warning", "DrainStuck") in events() and ("Normal", "WorkerDraining") in events(), 20,
-                 what="the DrainStuck and WorkerDraining events")
+        wait_for(lambda: ("Warning", "DrainStuck") in events(), 20, what="the DrainStuck event")
 
         # Score and release everything (the draining worker's segment is still readable), and it goes.
         for ref in refs:
