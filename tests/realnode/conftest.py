@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+import warnings
 
 import pytest
 import yaml
@@ -126,7 +127,8 @@ def run_job(kube, node, ns, name, pool, timeout=300, **kw):
             break
         time.sleep(1)
     logs = kube("logs", "-n", ns, f"job/{name}", "--tail=200", check=False).stdout
-    assert st.get("succeeded"), f"rollout job {name} did not succeed ({st}); log tail:\n{logs}"
+    assert st.get("succeeded"), (f"rollout job {name} did not succeed ({st}); net1 addresses: {net1_addresses(kube)}"
+                                 f"; log tail:\n{logs}")
     from rewardpool_devcluster.incluster import job_result
     return job_result(logs)
 
@@ -148,9 +150,37 @@ def job_result_of(kube, ns, name, timeout=400):
         return st if (st.get("succeeded") or st.get("failed")) else None
     st = wait_for(done, timeout=timeout, interval=1, what=f"job {name} finished")
     logs = kube("logs", "-n", ns, f"job/{name}", "--tail=200", check=False).stdout
-    assert st.get("succeeded"), f"job {name} failed ({st}); log tail:\n{logs}"
+    assert st.get("succeeded"), f"job {name} failed ({st}); net1 addresses: {net1_addresses(kube)}; log tail:\n{logs}"
     from rewardpool_devcluster.incluster import job_result
     return job_result(logs)
+
+
+def net1_addresses(kube) -> dict[str, list[str]]:
+    """Every live pod's secondary-network addresses (Multus' network-status), by pod: a failing job's message
+    shows whether two pods hold one address (the store's reads then reach the wrong pod)."""
+    out: dict[str, list[str]] = {}
+    for p in kube.json("pods", "-A")["items"]:
+        raw = p["metadata"].get("annotations", {}).get("k8s.v1.cni.cncf.io/network-status")
+        if not raw or p["status"].get("phase") not in ("Running", "Pending"):
+            continue
+        for net in json.loads(raw):
+            if not net.get("default"):
+                for ip in net.get("ips", []):
+                    out.setdefault(ip, []).append(f"{p['metadata']['namespace']}/{p['metadata']['name']}")
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _no_shared_net1_address(request):
+    """After each test: two live pods holding one net1 address would break the store traffic of the tests after
+    it in ways that look like anything else; say so where it happened."""
+    yield
+    if "kube" not in request.fixturenames:
+        return
+    kube = request.getfixturevalue("kube")
+    shared = {ip: pods for ip, pods in net1_addresses(kube).items() if len(pods) > 1}
+    if shared:
+        warnings.warn(f"net1 addresses held by more than one pod after {request.node.name}: {shared}")
 
 
 FAULT_SAMPLES = 8
