@@ -128,8 +128,10 @@ def unknown_keywords(schema: dict | None = None) -> list[str]:
 CANDIDATES = ["a", "a:1", "pkg.mod:Cls", "1Gi", "mlx5_0", "a/b", "x1", "A"]
 BAD_CANDIDATES = ["!", "a b", "-", "*", "a!"]
 # Per-field samples for patterns the candidates above do not fit: dotted path -> string.
-VALID_STRINGS: dict[str, str] = {}
-INVALID_STRINGS: dict[str, str] = {}
+VALID_STRINGS: dict[str, str] = {"spec.scorer.args.base_url": "http://judge:8000/v1",
+                                  "spec.scorers[0].args.base_url": "https://api.example.com/v1"}
+INVALID_STRINGS: dict[str, str] = {"spec.scorer.args.base_url": "http://judge:8000/v1",
+                                  "spec.scorers[0].args.base_url": "https://api.example.com/v1"}
 
 
 class CannotDerive(Exception):
@@ -411,6 +413,10 @@ def _spec(**edits) -> dict:
 
 
 _DROP = object()
+_JUDGE = ("!has(self.name) || self.name != 'openai-judge' || (has(self.args) && has(self.args.base_url) && "
+          "has(self.args.model))")
+_JUDGE_ARGS = {"base_url": "http://judge:8000/v1", "model": "qwen2.5-vl"}
+_NO_SECRET = "!has(self.api_key) && !has(self.apiKey) && !has(self.token) && !has(self.password)"
 _SECCOMP = "!has(self.seccompProfile) || !has(self.seccompProfile.type) || self.seccompProfile.type != 'Unconfined'"
 _APPARMOR = "!has(self.appArmorProfile) || !has(self.appArmorProfile.type) || self.appArmorProfile.type != 'Unconfined'"
 
@@ -497,7 +503,20 @@ CEL_CASES = {
         (False, "entry-neither", _spec(scorer={"batchSize": 4}, scorers=[{"weight": 1}]),
          ["spec.scorers[0]", "exactly one of name"]),
         (True, "entry-name", _spec(scorer={"batchSize": 4}, scorers=[{"name": "mean-intensity"}]), []),
-        (True, "entry-class", _spec(scorer={"batchSize": 4}, scorers=[{"class": "p.m:C"}]), []),
+        (True, "entry-class", _spec(scorer={"batchSize": 4}, scorers=[{"class": "p.m:C", "key": "ocr"}]), []),
+    ],
+    "has(self.name) || has(self.key)": [
+        (False, "entry-class-no-key", _spec(scorer={"batchSize": 4}, scorers=[{"class": "p.m:C"}]),
+         ["spec.scorers[0].key", "a custom class in scorers needs key"]),
+        (True, "entry-name-no-key", _spec(scorer={"batchSize": 4}, scorers=[{"name": "mean-intensity"}]), []),
+        (True, "entry-name-own-key", _spec(scorer={"batchSize": 4}, scorers=[{"name": "openai-judge", "key": "openai_api",
+                                                                              "args": _JUDGE_ARGS}]), []),
+    ],
+    "!has(self.key) || self.key != 'weighted'": [
+        (False, "entry-key-weighted", _spec(scorer={"batchSize": 4}, scorers=[{"name": "mean-intensity",
+                                                                               "key": "weighted"}]),
+         ["spec.scorers[0].key", "key weighted is the mixture's weighted sum"]),
+        (True, "entry-key-ocr", _spec(scorer={"batchSize": 4}, scorers=[{"class": "p.m:C", "key": "ocr"}]), []),
     ],
     "has(self.scorers) ? !has(self.scorer.name) && !has(self.scorer.class) : has(self.scorer.name) != has(self.scorer.class)": [
         (False, "both", _spec(scorer={"name": "mean-intensity", "class": "pkg.mod:Cls"}), ["spec", "exactly one of scorer.name"]),
@@ -586,6 +605,31 @@ CEL_CASES = {
          ["spec.podTemplate.metadata.annotations", "AppArmor profile other than runtime/default"]),
         (True, "apparmor-annotation-localhost", _spec(podTemplate={"metadata": {"annotations": {
             "container.apparmor.security.beta.kubernetes.io/worker": "localhost/k8s-worker"}}}), []),
+    ],
+    ("spec.scorer", _JUDGE): [
+        (False, "judge-no-args", _spec(scorer={"name": "openai-judge"}), ["spec.scorer.args", "needs args.base_url"]),
+        (False, "judge-no-model", _spec(scorer={"name": "openai-judge", "args": {"base_url": "http://j:8000/v1"}}),
+         ["spec.scorer.args", "and args.model"]),
+        (True, "judge-complete", _spec(scorer={"name": "openai-judge", "args": _JUDGE_ARGS}), []),
+    ],
+    ("spec.scorers[0]", _JUDGE): [
+        (False, "entry-judge-no-base-url", _spec(scorer={"batchSize": 1}, scorers=[
+            {"name": "openai-judge", "args": {"model": "m"}}]), ["spec.scorers[0].args", "needs args.base_url"]),
+        (True, "entry-judge-complete", _spec(scorer={"batchSize": 1}, scorers=[
+            {"name": "openai-judge", "args": _JUDGE_ARGS}]), []),
+    ],
+    ("spec.scorer.args", _NO_SECRET): [
+        (False, "api-key-inline", _spec(scorer={"name": "openai-judge", "args": {**_JUDGE_ARGS, "api_key": "sk-1"}}),
+         ["spec.scorer.args", "a key never goes in args", "apiKeySecret"]),
+        (False, "token-inline", _spec(scorer={"class": "p.m:C", "args": {"token": "t"}}),
+         ["spec.scorer.args", "a key never goes in args"]),
+        (True, "plain-args", _spec(scorer={"class": "p.m:C", "args": {"threshold": 3}}), []),
+    ],
+    ("spec.scorers[0].args", _NO_SECRET): [
+        (False, "entry-api-key-inline", _spec(scorer={"batchSize": 1}, scorers=[
+            {"class": "p.m:C", "key": "c", "args": {"apiKey": "k"}}]), ["spec.scorers[0].args", "a key never goes in args"]),
+        (True, "entry-plain-args", _spec(scorer={"batchSize": 1}, scorers=[{"class": "p.m:C", "key": "c", "args": {"x": 1}}]),
+         []),
     ],
     ("spec.podTemplate.spec.securityContext", _SECCOMP): [
         (False, "pod-seccomp-unconfined", _pod_sc(seccompProfile={"type": "Unconfined"}),

@@ -74,12 +74,19 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
                                                                                                                                                                       'is '
                                                                                                                                                                       'enabled',
  'spec.replicas:minimum': 0,
- 'spec.rollout.maxVersionSkewSeconds:minimum': 0,
- 'spec.rollout.shadowSamples:minimum': 1,
- 'spec.rollout.shadowMinCorrelation:minimum': -1,
- 'spec.rollout.shadowMinCorrelation:maximum': 1,
  'spec.replicas:maximum': 1000,
  'spec.image:minLength': 1,
+ "spec.scorer:cel[!has(self.name) || self.name != 'openai-judge' || (has(self.args) && has(self.args.base_url) && has(self.args.model))]": 'scorer.name '
+                                                                                                                                           'openai-judge '
+                                                                                                                                           'needs '
+                                                                                                                                           'args.base_url '
+                                                                                                                                           '(the '
+                                                                                                                                           "endpoint's "
+                                                                                                                                           'URL, '
+                                                                                                                                           'e.g. '
+                                                                                                                                           'http://judge:8000/v1) '
+                                                                                                                                           'and '
+                                                                                                                                           'args.model',
  "spec.scorer:cel[!has(self.name) || self.name != 'pickscore' || (has(self.modelPath) && self.modelPath != '')]": 'scorer.name '
                                                                                                                   'pickscore '
                                                                                                                   'needs '
@@ -125,6 +132,37 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
                                                                                                      'none',
  'spec.scorer.name:pattern': '^[a-z][a-z0-9-]*$',
  'spec.scorer.class:pattern': '^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$',
+ 'spec.scorer.args:cel[!has(self.api_key) && !has(self.apiKey) && !has(self.token) && !has(self.password)]': 'a '
+                                                                                                             'key '
+                                                                                                             'never '
+                                                                                                             'goes '
+                                                                                                             'in '
+                                                                                                             'args '
+                                                                                                             '(anyone '
+                                                                                                             'who '
+                                                                                                             'can '
+                                                                                                             'read '
+                                                                                                             'the '
+                                                                                                             'pool '
+                                                                                                             'sees '
+                                                                                                             'it): '
+                                                                                                             'put '
+                                                                                                             'it '
+                                                                                                             'in '
+                                                                                                             'a '
+                                                                                                             'Secret '
+                                                                                                             'and '
+                                                                                                             'name '
+                                                                                                             'it '
+                                                                                                             'in '
+                                                                                                             'apiKeySecret',
+ 'spec.scorer.args.base_url:pattern': '^https?://[^\\s]+$',
+ 'spec.scorer.args.model:minLength': 1,
+ 'spec.scorer.apiKeySecret:required=name': True,
+ 'spec.scorer.apiKeySecret.name:minLength': 1,
+ 'spec.scorer.apiKeySecret.name:maxLength': 253,
+ 'spec.scorer.apiKeySecret.key:minLength': 1,
+ 'spec.scorer.apiKeySecret.key:maxLength': 253,
  'spec.scorer.numFrames:minimum': 1,
  'spec.scorer.numFrames:maximum': 4096,
  'spec.scorer.modelMemory:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
@@ -141,11 +179,63 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
  'spec.scorers[0]:cel[has(self.name) != has(self.class)]': 'set exactly one of name (a built-in scorer) or '
                                                            'class (package.module:Class) in each scorers '
                                                            'entry',
+ 'spec.scorers[0]:cel[has(self.name) || has(self.key)]': 'a custom class in scorers needs key: the name its '
+                                                         "score is reported under (the framework's reward "
+                                                         'name, e.g. ocr)',
+ "spec.scorers[0]:cel[!has(self.key) || self.key != 'weighted']": "key weighted is the mixture's weighted "
+                                                                  'sum: name the component otherwise',
+ "spec.scorers[0]:cel[!has(self.name) || self.name != 'openai-judge' || (has(self.args) && has(self.args.base_url) && has(self.args.model))]": 'a '
+                                                                                                                                               'scorers '
+                                                                                                                                               'entry '
+                                                                                                                                               'named '
+                                                                                                                                               'openai-judge '
+                                                                                                                                               'needs '
+                                                                                                                                               'args.base_url '
+                                                                                                                                               '(the '
+                                                                                                                                               "endpoint's "
+                                                                                                                                               'URL, '
+                                                                                                                                               'e.g. '
+                                                                                                                                               'http://judge:8000/v1) '
+                                                                                                                                               'and '
+                                                                                                                                               'args.model',
  'spec.scorers[0].name:pattern': '^[a-z][a-z0-9-]*$',
  'spec.scorers[0].class:pattern': '^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$',
+ 'spec.scorers[0].args:cel[!has(self.api_key) && !has(self.apiKey) && !has(self.token) && !has(self.password)]': 'a '
+                                                                                                                 'key '
+                                                                                                                 'never '
+                                                                                                                 'goes '
+                                                                                                                 'in '
+                                                                                                                 'args '
+                                                                                                                 '(anyone '
+                                                                                                                 'who '
+                                                                                                                 'can '
+                                                                                                                 'read '
+                                                                                                                 'the '
+                                                                                                                 'pool '
+                                                                                                                 'sees '
+                                                                                                                 'it): '
+                                                                                                                 'put '
+                                                                                                                 'it '
+                                                                                                                 'in '
+                                                                                                                 'a '
+                                                                                                                 'Secret '
+                                                                                                                 'and '
+                                                                                                                 'name '
+                                                                                                                 'it '
+                                                                                                                 'in '
+                                                                                                                 'apiKeySecret',
+ 'spec.scorers[0].args.base_url:pattern': '^https?://[^\\s]+$',
+ 'spec.scorers[0].args.model:minLength': 1,
+ 'spec.scorers[0].apiKeySecret:required=name': True,
+ 'spec.scorers[0].apiKeySecret.name:minLength': 1,
+ 'spec.scorers[0].apiKeySecret.name:maxLength': 253,
+ 'spec.scorers[0].apiKeySecret.key:minLength': 1,
+ 'spec.scorers[0].apiKeySecret.key:maxLength': 253,
  'spec.scorers[0].numFrames:minimum': 1,
  'spec.scorers[0].numFrames:maximum': 4096,
  'spec.scorers[0].modelMemory:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
+ 'spec.scorers[0].key:pattern': '^[a-z][a-z0-9_-]*$',
+ 'spec.scorers[0].key:maxLength': 63,
  'spec.scorers[0].framesPerForward:minimum': 1,
  'spec.scorers[0].framesPerForward:maximum': 4096,
  'spec.store:required=master': True,
@@ -205,6 +295,19 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
  'spec.network.ipvlan.ipam:cel[!has(self.subnet) || isCIDR(self.subnet)]': 'ipam.subnet must be a CIDR such '
                                                                            'as 192.168.10.0/24',
  'spec.network.attachment:pattern': '^([a-z0-9-]+/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?$',
+ "spec.ray:cel[!has(self.gcsFaultTolerance) || (has(self.address) && self.address != '')]": 'ray.gcsFaultTolerance '
+                                                                                            'describes the '
+                                                                                            'Ray cluster at '
+                                                                                            'ray.address: '
+                                                                                            'set ray.address '
+                                                                                            '(without it '
+                                                                                            'each worker '
+                                                                                            'runs a private '
+                                                                                            'Ray, which has '
+                                                                                            'no GCS to '
+                                                                                            'restart)',
+ 'spec.ray.gcsFaultTolerance.reconnectTimeoutSeconds:minimum': 10,
+ 'spec.ray.gcsFaultTolerance.reconnectTimeoutSeconds:maximum': 86400,
  'spec.autoscaling:cel[self.minReplicas <= self.maxReplicas]': 'autoscaling.minReplicas must not exceed '
                                                                'autoscaling.maxReplicas',
  'spec.autoscaling.minReplicas:minimum': 0,
@@ -220,10 +323,11 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
  'spec.autoscaling.scaleUp.periodSeconds:minimum': 1,
  'spec.autoscaling.scaleUp.periodSeconds:maximum': 1800,
  'spec.drainTimeoutSeconds:minimum': 0,
+ 'spec.rollout.maxVersionSkewSeconds:minimum': 0,
+ 'spec.rollout.shadowSamples:minimum': 1,
+ 'spec.rollout.shadowMinCorrelation:minimum': -1,
+ 'spec.rollout.shadowMinCorrelation:maximum': 1,
  'spec.progressDeadlineSeconds:minimum': 1,
- "spec.ray:cel[!has(self.gcsFaultTolerance) || (has(self.address) && self.address != '')]": 'ray.gcsFaultTolerance describes the Ray cluster at ray.address: set ray.address (without it each worker runs a private Ray, which has no GCS to restart)',
- 'spec.ray.gcsFaultTolerance.reconnectTimeoutSeconds:maximum': 86400,
- 'spec.ray.gcsFaultTolerance.reconnectTimeoutSeconds:minimum': 10,
  'spec.podSecurity:enum': ['baseline', 'restricted'],
  "spec.podTemplate.metadata.labels:cel[self.all(k, !k.startsWith('rewardpool.io/') && k != 'app.kubernetes.io/component')]": 'podTemplate '
                                                                                                                              'labels '
@@ -439,7 +543,7 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
  'spec.podTemplate.spec.volumes[0]:cel[!has(self.hostPath)]': 'hostPath volumes are not allowed in worker '
                                                               'pods (Pod Security baseline; RDMA devices '
                                                               'come from the device plugin resource)',
+ 'status.roll.phase:enum': ['Shadow', 'Replacing'],
  'status.conditions[0]:required=type': True,
  'status.conditions[0]:required=status': True,
- 'status.conditions[0].status:enum': ['True', 'False', 'Unknown'],
- 'status.roll.phase:enum': ['Shadow', 'Replacing']}
+ 'status.conditions[0].status:enum': ['True', 'False', 'Unknown']}

@@ -10,7 +10,7 @@ import json
 from rewardpool_worker.contract import (ANNOTATIONS_FILE, CONTROL_SECRET_KEY, CONTROL_TOKEN_DIR, ENV_VAR,
                                         HEALTH_PATH, HTTP_PORT, READY_PATH, ROCE_INTERFACE, SCORER_VERSION_LABEL,
                                         RayConfig,
-                                        ScorerConfig, StoreConfig, WorkerConfig, control_secret_name,
+                                        ScorerConfig, StoreConfig, WorkerConfig, api_key_env, control_secret_name,
                                         termination_grace_seconds)
 
 from .podsecurity import RESTRICTED
@@ -120,11 +120,14 @@ def control_token(secret: dict) -> str | None:
 
 
 # ---- worker ----------------------------------------------------------------------------------------------------
-def scorer_config(component, shared) -> ScorerConfig:
-    """One scorer as the worker builds it: a component's unset fields come from `spec.scorer`."""
+def scorer_config(component, shared, index: int = 0) -> ScorerConfig:
+    """One scorer as the worker builds it: a component's unset fields come from `spec.scorer`. `index`: its place
+    in the mixture (0 for the single scorer), which names the variable holding its API key."""
     pick = lambda own, common: common if own is None else own  # noqa: E731
     return ScorerConfig(name=component.name, cls=component.cls, weight=getattr(component, "weight", 1.0),
                         args=dict(component.args),
+                        api_key_env=api_key_env(index) if component.apiKeySecret else None,
+                        key=getattr(component, "key", None), required=getattr(component, "required", True),
                         num_frames=pick(component.numFrames, shared.numFrames),
                         model_path=pick(component.modelPath, shared.modelPath),
                         processor_path=pick(component.processorPath, shared.processorPath),
@@ -141,7 +144,11 @@ def scorer_digest(pool: Pool) -> str:
     parts = [scorer_config(c, sc) for c in pool.spec.components]
     seen = {"image": pool.spec.image, "dtype": sc.dtype, "mixture": bool(pool.spec.scorers),
             "scorers": [{"ref": p.ref, "args": p.args, "numFrames": p.num_frames, "model": p.model_path,
-                         "processor": p.processor_path or p.model_path, "weight": p.weight} for p in parts]}
+                         "processor": p.processor_path or p.model_path, "weight": p.weight,
+                         # what a result looks like (its keys, an optional component's NaN): only when set, so
+                         # pools that set neither keep their version
+                         **({"key": p.key} if p.key else {}), **({} if p.required else {"required": False})}
+                        for p in parts]}
     return hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).hexdigest()[:10]
 
 
@@ -154,7 +161,7 @@ def worker_config(pool: Pool, sizing: SizingResult) -> WorkerConfig:
                           devices=list(s.devices), segment_bytes=sizing.per_worker_bytes,
                           local_buffer_bytes=sizing.local_buffer_bytes),
         scorer=scorer_config(sc, sc),
-        scorers=[scorer_config(c, sc) for c in pool.spec.scorers or []],
+        scorers=[scorer_config(c, sc, i) for i, c in enumerate(pool.spec.scorers or [])],
         ray=RayConfig(address=pool.spec.ray.address, namespace=pool.spec.ray.namespace,
                       gcs_reconnect_seconds=ft.reconnectTimeoutSeconds if (ft := pool.spec.ray.gcsFaultTolerance)
                       else None),
@@ -195,7 +202,11 @@ def _env(pool: Pool, sizing: SizingResult) -> list[dict]:
             {"name": name, **field("metadata.name")},
             {"name": namespace, **field("metadata.namespace")},
             {"name": ip, **field("status.podIP")},
-            {"name": node, **field("spec.nodeName")}]
+            {"name": node, **field("spec.nodeName")},
+            # each scorer's API key from the Secret the pool names: the key itself is never in the pod's spec
+            *({"name": api_key_env(i), "valueFrom": {"secretKeyRef": {"name": c.apiKeySecret.name,
+                                                                        "key": c.apiKeySecret.key}}}
+              for i, c in enumerate(pool.spec.components) if c.apiKeySecret)]
 
 
 def _merge(base, override):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from rewardpool_worker.contract import API_VERSION, KIND, POOL_LABEL
+from rewardpool_worker.contract import API_VERSION, KIND, POOL_LABEL, SECRET_ARGS
 
 HASH_LABEL = "rewardpool.io/template-hash"
 COMPONENT_LABEL = "app.kubernetes.io/component"
@@ -19,6 +19,12 @@ class _M(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+class SecretKey(_M):
+    """A key of a Secret in the pool's namespace (a scorer's API key)."""
+    name: str = Field(min_length=1)
+    key: str = "api-key"
+
+
 class _ScorerFields(_M):
     """What names and loads one scorer: shared by `spec.scorer` and the entries of `spec.scorers`."""
     name: str | None = None
@@ -28,6 +34,16 @@ class _ScorerFields(_M):
     modelPath: str | None = None
     processorPath: str | None = None
     modelMemory: Quantity | None = None
+    # its own, never inherited by a mixture's components (each names its endpoint's key)
+    apiKeySecret: SecretKey | None = None
+
+    @model_validator(mode="after")
+    def _no_secret_in_args(self):
+        secret = sorted(set(self.args) & SECRET_ARGS)
+        if secret:
+            raise ValueError(f"args {secret}: a key never goes in the spec (anyone who can read the pool sees it); "
+                             "put it in a Secret and name it in apiKeySecret")
+        return self
 
     @property
     def component(self) -> str:
@@ -39,12 +55,23 @@ class ScorerComponent(_ScorerFields):
     """One scorer of a weighted mixture (`spec.scorers`). Unset fields inherit from `spec.scorer`."""
     weight: float = 1.0
     framesPerForward: int | None = Field(default=None, ge=1)
+    key: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_-]*$", max_length=63)
+    required: bool = True
 
     @model_validator(mode="after")
     def _one_of(self):
         if (self.name is None) == (self.cls is None):
             raise ValueError("set exactly one of name (a built-in scorer) or class in each spec.scorers entry")
+        if self.cls is not None and self.key is None:
+            raise ValueError(f"spec.scorers entry {self.cls}: a custom class needs key, the name its score is "
+                             "reported under (miles' reward name, e.g. ocr)")
+        if self.key == "weighted":
+            raise ValueError("spec.scorers key weighted is the mixture's sum: name the component otherwise")
         return self
+
+    @property
+    def component(self) -> str:
+        return self.key or self.name or ""
 
 
 class Scorer(_ScorerFields):
@@ -176,6 +203,9 @@ class PoolSpec(_M):
         if self.scorers:
             if named:
                 raise ValueError("with spec.scorers, spec.scorer holds only shared settings: drop its name/class")
+            if self.scorer.apiKeySecret is not None:
+                raise ValueError("with spec.scorers, name apiKeySecret on the component that calls the API (it is "
+                                 "not shared)")
         elif (self.scorer.name is None) == (self.scorer.cls is None):
             raise ValueError("set exactly one of scorer.name (a built-in scorer) or scorer.class")
         return self

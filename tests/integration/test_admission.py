@@ -163,11 +163,13 @@ def test_kubectl_explain_describes_the_store(chart):
 def test_gpu_and_mixture_fields_get_defaults_and_are_explained(chart, api, ns):
     mixture = copy.deepcopy(VALID)
     mixture["spec"]["scorer"] = {"gpus": 1, "device": "cuda"}
-    mixture["spec"]["scorers"] = [{"name": "pickscore"}, {"class": "rm.ocr:Ocr", "weight": 0.5, "args": {"k": [1]}}]
+    mixture["spec"]["scorers"] = [{"name": "pickscore"}, {"class": "rm.ocr:Ocr", "key": "ocr", "weight": 0.5,
+                                                             "args": {"k": [1]}}]
     spec = client.CustomObjectsApi(api).create_namespaced_custom_object(
         "rewardpool.io", "v1alpha1", ns, "rewardpools", mixture)["spec"]
     assert spec["scorer"] == {"gpus": 1, "device": "cuda", "dtype": "float32", "framesPerForward": 32, "batchSize": 8}
     assert spec["scorers"][0]["weight"] == 1 and spec["scorers"][1]["args"] == {"k": [1]}
+    assert spec["scorers"][0]["required"] is True  # a component is required unless it says otherwise
     assert spec["placement"]["gpuResource"] == "nvidia.com/gpu"
     single = client.CustomObjectsApi(api).create_namespaced_custom_object(
         "rewardpool.io", "v1alpha1", ns, "rewardpools", {**copy.deepcopy(VALID), "metadata": {"name": "single"}})

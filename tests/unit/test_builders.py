@@ -117,14 +117,14 @@ def test_a_cpu_limit_makes_the_pod_guaranteed():
 def test_mixture_components_inherit_the_shared_settings():
     p = pool(scorer={"numFrames": 8, "batchSize": 4, "device": "cuda", "gpus": 1, "modelPath": "/models/ps"},
              scorers=[{"name": "pickscore", "weight": 0.7},
-                      {"class": "rm.ocr:OcrScorer", "weight": 0.3, "numFrames": 1, "modelPath": "/models/ocr",
-                       "args": {"lang": "en"}}])
+                      {"class": "rm.ocr:OcrScorer", "key": "ocr", "weight": 0.3, "numFrames": 1,
+                       "modelPath": "/models/ocr", "args": {"lang": "en"}}])
     s, pod = render(p)
     env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
     cfg = WorkerConfig.from_json(env[ENV_VAR])
     ps, ocr = cfg.scorers
     assert cfg.scorer.ref == "" and cfg.scorer.batch_size == 4 and [c.component for c in cfg.components] == [
-        "pickscore", "OcrScorer"]
+        "pickscore", "ocr"]
     assert (ps.num_frames, ps.model_path, ps.weight, ps.device, ps.batch_size) == (8, "/models/ps", 0.7, "cuda", 4)
     assert (ocr.num_frames, ocr.model_path, ocr.args, ocr.cls) == (1, "/models/ocr", {"lang": "en"}, "rm.ocr:OcrScorer")
     assert cfg.read_buffer_max_bytes == s.read_buffer_bytes == 4 * 269_000_000
@@ -137,7 +137,7 @@ def test_processor_path_reaches_the_worker_and_components_inherit_it():
     cfg = WorkerConfig.from_json(env[ENV_VAR])
     assert (cfg.scorer.model_path, cfg.scorer.processor_path) == ("/models/ps", "/models/laion-clip")
     mix = pool(scorer={"modelPath": "/models/ps", "processorPath": "/models/laion-clip"},
-               scorers=[{"name": "pickscore"}, {"class": "rm.hps:Hps", "processorPath": "/models/hps-proc"}])
+               scorers=[{"name": "pickscore"}, {"class": "rm.hps:Hps", "key": "hps", "processorPath": "/models/hps-proc"}])
     _, pod = render(mix)
     env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
     ps, hps = WorkerConfig.from_json(env[ENV_VAR]).scorers

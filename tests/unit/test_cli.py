@@ -39,7 +39,7 @@ def test_render_a_gpu_mixture_pool(capsys):
     assert c["resources"]["requests"]["cpu"] == c["resources"]["limits"]["cpu"] == "16"
     assert c["resources"]["requests"]["memory"] == c["resources"]["limits"]["memory"]
     cfg = WorkerConfig.from_json(next(e["value"] for e in c["env"] if e["name"] == ENV_VAR))
-    assert [(s.component, s.weight) for s in cfg.scorers] == [("pickscore", 0.7), ("OcrScorer", 0.3)]
+    assert [(s.component, s.weight) for s in cfg.scorers] == [("pickscore", 0.7), ("ocr", 0.3)]
     assert cfg.scorer.gpus == 1 and cfg.scorers[1].args == {"lang": "en"}
     assert main(["size", "-f", str(gpu)]) == 0
     size = json.loads(capsys.readouterr().out)

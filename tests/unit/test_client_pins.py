@@ -98,3 +98,38 @@ def test_a_smaller_batch_size_after_a_roll_splits_the_batch_again_not_one_by_one
     w.calls.clear()
     asyncio.run(client.score_detailed(outputs(4), ["p"] * 4, timeout=10))
     assert [n for _, n, _ in w.calls] == [2, 2]  # learned: no refusal any more
+
+
+def test_a_sample_the_scorer_refused_fails_alone_and_the_batch_is_not_scored_again():
+    """A worker answers a batch with one sample refused (a ScorerError in its place, as an API judge's bad reply):
+    that sample is a SampleError with the scorer's message, the others keep their scores, and the batch is not
+    sent again one sample at a time (a judge would be asked, and paid, twice)."""
+    from rewardpool_worker.errors import SampleError, ScorerError
+
+    class Refusing(FakeWorkerHandle):
+        def _score(self, outputs, prompts, batch_id, group=None):
+            self.calls.append((batch_id, len(outputs), group))
+            return FakeRef([ScorerError("the judge's score 7.5 is outside [0.0, 4.0]", "JudgeRefused")
+                            if "bad" in p else 0.5 for p in prompts], delay=self.delay)
+    w = Refusing("v1-a")
+    client = client_over({"w": w}, batch_size=4, max_outstanding_per_worker=8)
+    r = asyncio.run(client.score_detailed(outputs(4), ["a", "bad", "c", "d"], timeout=10))
+    assert [r.results[i] for i in (0, 2, 3)] == [0.5, 0.5, 0.5]
+    assert isinstance(r.results[1], SampleError) and r.results[1].index == 1
+    assert isinstance(r.results[1].cause, ScorerError) and "7.5 is outside" in str(r.results[1])
+    assert [n for _, n, _ in w.calls] == [4]
+
+
+def test_the_worker_turns_a_refusal_into_a_picklable_error():
+    import pickle
+
+    from rewardpool_worker.errors import ScorerError
+    from rewardpool_worker.runtime.slots import sample_result
+
+    class JudgeRefused(ValueError):  # a scorer's own class, which the client cannot import
+        pass
+    e = sample_result(JudgeRefused("reply 'x' is not JSON"))
+    assert type(e) is ScorerError and e.kind == "JudgeRefused" and str(e) == "JudgeRefused: reply 'x' is not JSON"
+    assert str(pickle.loads(pickle.dumps(e))) == str(e)
+    assert sample_result(3) == 3.0 and type(sample_result(3)) is float
+    assert sample_result({"a": 1.0, "weighted": 1.0}) == {"a": 1.0, "weighted": 1.0}

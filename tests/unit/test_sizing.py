@@ -74,7 +74,7 @@ def test_gpu_pool_reports_its_gpu_memory():
 
 def test_mixture_counts_every_model():
     r = sizing.compute(spec(scorer={"name": None, "batchSize": 4}, scorers=[
-        {"name": "pickscore"}, {"class": "x.ocr:Ocr", "modelMemory": "2Gi"}, {"name": "mean-intensity"}]))
+        {"name": "pickscore"}, {"class": "x.ocr:Ocr", "key": "ocr", "modelMemory": "2Gi"}, {"name": "mean-intensity"}]))
     assert r.model_bytes == 4 * GiB + 2 * GiB and "3 models" in r.memory_formula
     assert r.read_buffer_bytes == 4 * 269_000_000
 
@@ -139,5 +139,5 @@ def test_a_mixtures_slots_hold_at_most_the_sum_of_its_picks():
              sizing={"framesPerSample": 121})
     assert sizing.compute(s).read_buffer_bytes == 4 * math.ceil(LTX / 121) * 11  # 3 + 8 (their union is 10)
     with_custom = spec(scorer={"name": None, "batchSize": 4}, scorers=[{"name": "pickscore", "numFrames": 3},
-                                                          {"class": "my.mod:Custom"}], sizing={"framesPerSample": 121})
+                                                          {"class": "my.mod:Custom", "key": "custom"}], sizing={"framesPerSample": 121})
     assert sizing.compute(with_custom).read_buffer_bytes == 4 * LTX

@@ -281,7 +281,23 @@ BUILTIN_SCORERS: dict[str, BuiltinScorer] = {
     "pickscore": BuiltinScorer("rewardpool_worker.scorers.pickscore:PickScoreScorer",
                                model_bytes=4 * 2**30, gpu_bytes_per_frame=64 * 2**20, picks_frames=True),  # CLIP-H/14
     "mean-intensity": BuiltinScorer("rewardpool_worker.scorers.intensity:MeanIntensityScorer", picks_frames=True),
+    # a model behind an OpenAI-compatible endpoint: nothing loaded here, no GPU
+    "openai-judge": BuiltinScorer("rewardpool_worker.scorers.openai_judge:OpenAIJudgeScorer"),
 }
+# In a mixture's result dict for one sample: {component: reason} of the optional components (required: false)
+# that refused it (their score there is NaN). The client moves it to ScoreReport.component_errors; it is never a
+# component's name (those match ^[a-z]).
+COMPONENT_ERRORS_KEY = "_errors"
+# Constructor keywords that hold a secret: never in a pool's args (the spec is readable by anyone who can list
+# pools); the pool names a Secret instead (apiKeySecret), which reaches the scorer as `api_key`.
+SECRET_ARGS = frozenset({"api_key", "apiKey", "token", "password"})
+API_KEY_ENV_PREFIX = "REWARDPOOL_SCORER_API_KEY"
+
+
+def api_key_env(index: int) -> str:
+    """The environment variable of the pod that holds scorer `index`'s API key (0: the single scorer, or the
+    mixture's first component)."""
+    return f"{API_KEY_ENV_PREFIX}_{index}"
 
 
 class StoreConfig(BaseModel):
@@ -312,6 +328,15 @@ class ScorerConfig(BaseModel):
     frames_per_forward: int = Field(default=32, ge=1, description="frames per model forward, across outputs")
     weight: float = Field(default=1.0, description="weight of this component in the weighted sum")
     args: dict[str, Any] = Field(default_factory=dict, description="constructor keywords of a custom scorer")
+    key: str | None = Field(default=None, description=(
+        "the name of this component's score in a mixture's result (miles' reward name: pickscore, hps, ocr, ...); "
+        "default the built-in name"))
+    required: bool = Field(default=True, description=(
+        "a mixture component: False makes a sample it refuses NaN for it (the reason under COMPONENT_ERRORS_KEY) "
+        "and `weighted` the rest's, their weights rescaled to the same total; True fails the sample"))
+    api_key_env: str | None = Field(default=None, description=(
+        "the environment variable holding this scorer's API key (the operator sets it from the pool's "
+        "apiKeySecret); the key itself never enters this config"))
 
     @property
     def ref(self) -> str:
@@ -319,8 +344,9 @@ class ScorerConfig(BaseModel):
 
     @property
     def component(self) -> str:
-        """The key of this scorer's score in a mixture's result: the built-in name or the class name."""
-        return self.name or (self.cls or "").rpartition(":")[2]
+        """The key of this scorer's score in a mixture's result: its key, else the built-in name (else, for a
+        single custom scorer, the class name)."""
+        return self.key or self.name or (self.cls or "").rpartition(":")[2]
 
 
 # Ray's own setting (read from the environment by the raylet and the worker's core worker): how long a Ray node
@@ -364,7 +390,7 @@ class WorkerConfig(BaseModel):
         """The `scorer` label of the worker's score metrics: the scorer's name (or class), or the mixture's
         components joined by "+"."""
         parts = self.scorers or [self.scorer]
-        return "+".join(c.name or (c.cls or "custom").rpartition(":")[2] for c in parts)
+        return "+".join(c.key or c.name or (c.cls or "custom").rpartition(":")[2] for c in parts)
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, exclude_none=True)

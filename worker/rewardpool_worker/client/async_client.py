@@ -54,9 +54,9 @@ from dataclasses import dataclass, field
 import ray
 import torch
 
-from ..contract import READ_SLOTS, ClientMetricNames, actor_prefix
-from ..errors import (BatchTooLarge, Cancelled, Draining, Overloaded, PoolUnavailable, SampleError, Shadowing,
-                      unwrap)
+from ..contract import COMPONENT_ERRORS_KEY, READ_SLOTS, ClientMetricNames, actor_prefix
+from ..errors import (BatchTooLarge, Cancelled, Draining, Overloaded, PoolUnavailable, SampleError, ScorerError,
+                      Shadowing, unwrap)
 from ..frames import inline_bytes, subset
 from ..store import MasterUnreachable, TransferFailed
 from .pins import GroupPins, Pin, VersionGone
@@ -83,6 +83,8 @@ class ScoreReport:
     versions: list = field(default_factory=list)  # per sample: the version that scored it (None: not scored)
     restarts: int = 0  # times the call was scored again because its version left the pool
     shadowed: int = 0  # samples also scored by a shadow version (spec.rollout.shadow), not returned
+    # per sample index: {component: reason} of the optional components that refused it (their score is NaN)
+    component_errors: dict = field(default_factory=dict)
     shadow_tasks: list = field(default_factory=list, repr=False)  # shadow batches the call waits for
 
     @property
@@ -431,7 +433,15 @@ class AsyncRewardPoolClient:
             for i in range(len(outputs)):
                 report.results[start + i] = SampleError(start + i, err)
             return
-        report.results[start:start + len(outputs)] = scores
+        # a sample the scorer refused comes back as its ScorerError: that sample fails, the others keep theirs;
+        # an optional component's reasons (its score NaN) move from the result to the report
+        for i, s in enumerate(scores):
+            if isinstance(s, ScorerError):
+                s = SampleError(start + i, s)
+            elif isinstance(s, dict) and COMPONENT_ERRORS_KEY in s:
+                s = dict(s)
+                report.component_errors[start + i] = s.pop(COMPONENT_ERRORS_KEY)
+            report.results[start + i] = s
         report.versions[start:start + len(outputs)] = [pin.version] * len(outputs)
 
     async def score_detailed(self, outputs: list, prompts: list[str], *, timeout: float | None = None,

@@ -39,6 +39,9 @@ Each sample's `reward_max_queue_depth` gets the pool's name set to the deepest q
 on a worker (0: it waited behind nothing), merged into the dict that is there, as miles'
 `record_reward_queue_depth` does (its rollout metrics log `perf/reward_max_queue_depth_<name>`).
 
+A mixture component with `required: false` that refused a sample has NaN there; the reason goes to the sample's
+`metadata["reward_errors"]` under the pool's name (and the log).
+
 Each sample's `metadata["reward_scorer_version"]` gets the pool's name set to the scorer version that gave its
 reward (every reward of one call comes from one version, also during a roll). Every call of one rollout is one
 client group (`Rollouts`): concurrent micro-groups of a GRPO group are scored by one version, and a roll with
@@ -252,6 +255,15 @@ def record_scorer_version(sample, name: str, version: str | None) -> None:
         meta.setdefault("reward_scorer_version", {})[name] = version
 
 
+def record_component_errors(sample, name: str, errors: dict[str, str]) -> None:
+    """An optional component that refused this sample (its score is NaN in the reward dict): why, under the
+    pool's name in `sample.metadata["reward_errors"]`, and in the log."""
+    log.warning("%s: optional component(s) %s gave no score for a sample: %s", name, sorted(errors), errors)
+    meta = getattr(sample, "metadata", None)
+    if isinstance(meta, dict):
+        meta.setdefault("reward_errors", {})[name] = dict(errors)
+
+
 def _value(result, cfg: HookConfig, miles_key: str | None):
     """A scored sample's reward in the shape miles reads: a float, or (with its --reward-key) a dict holding it."""
     if cfg.reward_key is not None:
@@ -302,9 +314,11 @@ async def rewardpool_rm(args, samples, **kwargs):
     finally:
         rollouts.end(time.monotonic())
     rewards = []
-    for s, r in zip(samples, report.results):
+    for i, (s, r) in enumerate(zip(samples, report.results)):
         record_queue_depth(s, cfg.pool, report.max_queue_depth)
         record_scorer_version(s, cfg.pool, report.version)
+        if i in report.component_errors:
+            record_component_errors(s, cfg.pool, report.component_errors[i])
         if isinstance(r, SampleError):
             if cfg.on_error == "raise":
                 raise r.cause

@@ -201,6 +201,8 @@ class RewardWorker:
         against that version."""
         acc = self.agreement.setdefault(str(serving_version), Agreement())
         for x, y in zip(serving, own):
+            if isinstance(x, BaseException) or isinstance(y, BaseException):
+                continue  # a sample either version refused agrees on nothing
             acc.add(headline(x), headline(y))
         return acc.n
 

@@ -24,6 +24,17 @@ from ..scorers import frames_declared
 from ..scorers.base import option, warm_up
 from .reader import RegisteredTensorReader, copy_output
 
+
+def sample_result(s):
+    """One sample's result as it crosses to the client: a float, a mixture's dict, or, for a sample the scorer
+    refused (an exception instance in its place), a ScorerError with its message (the exception's own class may
+    not unpickle in the client)."""
+    if isinstance(s, ScorerError):
+        return s
+    if isinstance(s, BaseException):
+        return ScorerError(str(s) or type(s).__name__, type(s).__name__)
+    return s if isinstance(s, dict) else float(s)
+
 log = logging.getLogger("rewardpool.worker.actor")
 # Liveness: a batch holding the model this much longer than the slowest batch seen (or than the warm-up
 # predicts) means the scorer is wedged (a hung kernel, a deadlock); never before the floor, so a slow first
@@ -192,14 +203,17 @@ class StoredOutputRewardActor:
                 lease.release()  # the views die here: the slot's buffer takes the next batch
         if len(scores) != len(outputs):
             raise ValueError(f"scorer returned {len(scores)} scores for {len(outputs)} outputs")
-        scores = [s if isinstance(s, dict) else float(s) for s in scores]
+        scores = [sample_result(s) for s in scores]
         with self._lock:
             self.batches += 1
             self.outputs += len(outputs)
             self.slowest_batch = max(self.slowest_batch, elapsed)
             self.batch_log.append((len(outputs), waited, t1 - t0, elapsed))
-            for sc in scores:
-                self.score_log.extend(sc.items() if isinstance(sc, dict) else [(self.component, sc)])
+            for sc in scores:  # the histogram: scores only (no refusal, no optional component's NaN or reasons)
+                if not isinstance(sc, ScorerError):
+                    self.score_log.extend((k, v) for k, v in (sc.items() if isinstance(sc, dict) else
+                                                              [(self.component, sc)])
+                                          if isinstance(v, float) and v == v)
         return scores
 
     def read_copies(self, refs: list[OutputRef]) -> list[torch.Tensor]:

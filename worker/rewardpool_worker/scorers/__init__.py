@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 
-from ..contract import BUILTIN_SCORERS, ScorerConfig, WorkerConfig
+from ..contract import BUILTIN_SCORERS, SECRET_ARGS, ScorerConfig, WorkerConfig
 from .base import Scorer, ScorerOptions, option, warm_up
 from .mixture import WeightedMixture
 
@@ -51,9 +52,20 @@ def build_scorer(cfg: ScorerConfig):
     clash = set(cfg.args) & set(standard)
     if clash:
         raise ValueError(f"{cfg.ref}: args {sorted(clash)} are set by the pool (scorer fields), not in args")
+    secret = set(cfg.args) & SECRET_ARGS
+    if secret:
+        raise ValueError(f"{cfg.ref}: args {sorted(secret)} would put a secret in the pool's spec: name a Secret in "
+                         "apiKeySecret instead")
     unknown = set(cfg.args) - set(_accepted(cls, dict(cfg.args)))
     if unknown:
         raise TypeError(f"{cfg.ref}: its constructor takes no argument(s) {sorted(unknown)} given in args")
+    if cfg.api_key_env:
+        if "api_key" not in _accepted(cls, {"api_key": None}):
+            raise TypeError(f"{cfg.ref}: the pool names an apiKeySecret but its constructor takes no api_key")
+        key = os.environ.get(cfg.api_key_env)
+        if not key:
+            raise ValueError(f"{cfg.ref}: {cfg.api_key_env} (from the pool's apiKeySecret) is empty or unset")
+        standard["api_key"] = key
     return cls(**cfg.args, **_accepted(cls, standard))
 
 
@@ -61,7 +73,8 @@ def build_scorers(cfg: WorkerConfig):
     """What a worker hosts: `scorer` alone, or the weighted mixture of `scorers`."""
     if not cfg.scorers:
         return build_scorer(cfg.scorer)
-    return WeightedMixture([(c.component, c.weight, build_scorer(c)) for c in cfg.scorers])
+    return WeightedMixture([(c.component, c.weight, build_scorer(c)) for c in cfg.scorers],
+                           optional={c.component for c in cfg.scorers if not c.required})
 
 
 def frames_declared(scorer) -> list[int] | None:

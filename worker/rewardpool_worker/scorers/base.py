@@ -20,7 +20,10 @@ class Scorer(Protocol):
 
     def score_batch(self, outputs: list[Any], prompts: list[str]) -> list[float]:
         """One score per output, in order: outputs are (C, F, H, W) or (C, H, W) tensors (or FrameSubsets),
-        prompts the texts they were generated from. A mixture returns a dict per output instead."""
+        prompts the texts they were generated from. A mixture returns a dict per output instead. A sample this
+        scorer refuses (a video to an images-only scorer, a judge's reply out of range) is an exception instance
+        in its place, whose message says why: that sample fails, the others keep their scores (raising fails the
+        whole batch, which the client then scores one by one)."""
         ...
 
 
@@ -45,6 +48,11 @@ class ScorerOptions(Protocol):
 
 OPTION_DEFAULTS: dict[str, Any] = {"copy_outputs": False, "picks_frames": False, "quantise": "truncate",
                                    "num_frames": None, "score_range": (0.0, 1.0)}
+
+
+def refused(result) -> bool:
+    """A sample's result that is a refusal (an exception instance in place of its score)."""
+    return isinstance(result, BaseException)
 
 
 def option(scorer, name: str):

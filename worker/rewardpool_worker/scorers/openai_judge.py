@@ -1,0 +1,199 @@
+"""An API judge: each image is scored by a model behind an OpenAI-compatible chat-completions endpoint (a hosted
+API, or a vLLM/SGLang server the user runs), as the training framework's API reward does:
+
+- request: `POST {base_url}/chat/completions` with `Authorization: Bearer <key>` (the pool's apiKeySecret;
+  none for a server without keys); a system message with the rubric (`rubric`, or the file `rubric_path`
+  mounted in the pod), a user message with the generation prompt as a text part and the image as an `image_url`
+  part (`data:image/png;base64,...`: the one frame rounded to uint8, PNG-encoded), and `response_format` a
+  strict JSON schema "image_reward" `{"score": number}`;
+- reply: `json.loads(choices[0].message.content)["score"]`, a finite number (not a bool) in
+  [score_min, score_max], else that sample is refused with the reply quoted;
+- images only: an output with more than one frame is refused for that sample before any request;
+- connection errors, timeouts, 408, 409, 429 and 5xx are retried `retries` times (the OpenAI SDK's rule and
+  backoff, honouring Retry-After); what still fails refuses that sample with the last error. A sample's score is
+  never replaced by another value.
+
+Up to `concurrency` requests of a batch are in flight at once (the framework's actor `max_concurrency`); the
+pool's batchSize bounds a batch, so a worker has at most min(batchSize, concurrency) requests out."""
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+
+from ..frames import FrameSubset, to_uint8
+
+DEFAULT_RUBRIC = (
+    "You are judging how well an image follows the text prompt it was generated from. Score prompt adherence "
+    "from 0 to 4: 0 = unrelated to the prompt; 1 = a few elements present, most missing or wrong; 2 = the main "
+    "subject present, important details missing or wrong; 3 = nearly everything present, minor errors; 4 = every "
+    "element of the prompt present and correct. Answer only with JSON {\"score\": <number>}.")
+SCHEMA_NAME = "image_reward"
+RESPONSE_FORMAT = {"type": "json_schema", "json_schema": {
+    "name": SCHEMA_NAME, "strict": True,
+    "schema": {"type": "object", "properties": {"score": {"type": "number"}}, "required": ["score"],
+               "additionalProperties": False}}}
+RETRY_STATUS = frozenset({408, 409, 429}) | frozenset(range(500, 600))
+# the OpenAI SDK's backoff: 0.5 s doubling to at most 8 s, less up to a quarter of jitter; Retry-After up to 60 s
+INITIAL_RETRY_SECONDS, MAX_RETRY_SECONDS, MAX_RETRY_AFTER_SECONDS = 0.5, 8.0, 60.0
+QUOTE_CHARS = 300  # how much of a bad reply a refusal quotes
+
+
+class JudgeRefused(ValueError):
+    """The judge gave no valid score for a sample (its reply, an HTTP error, or an output it cannot judge)."""
+
+
+def png_data_url(frame_hwc: torch.Tensor) -> str:
+    """One uint8 (H, W, C) frame as a `data:image/png;base64,...` URL."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(frame_hwc.numpy()).save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def parse_score(content, low: float, high: float) -> float:
+    """The score of a reply's message content, or JudgeRefused quoting the reply."""
+    quoted = repr(content)[:QUOTE_CHARS]
+    try:
+        value = json.loads(content)["score"]
+    except (TypeError, ValueError, KeyError) as e:
+        raise JudgeRefused(f"the judge's reply is not JSON with a score ({type(e).__name__}): {quoted}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise JudgeRefused(f"the judge's score is not a finite number: {quoted}")
+    if not low <= value <= high:
+        raise JudgeRefused(f"the judge's score {value} is outside [{low}, {high}]: {quoted}")
+    return float(value)
+
+
+def retry_delay(attempt: int, retry_after: str | None) -> float:
+    """Seconds before retry `attempt` (0-based): the server's Retry-After when it says a sane one, else the SDK's
+    exponential backoff with jitter."""
+    if retry_after:
+        try:
+            seconds = float(retry_after)
+            if 0 <= seconds <= MAX_RETRY_AFTER_SECONDS:
+                return seconds
+        except ValueError:
+            pass
+    delay = min(INITIAL_RETRY_SECONDS * 2 ** attempt, MAX_RETRY_SECONDS)
+    return delay * (1 - 0.25 * random.random())
+
+
+class OpenAIJudgeScorer:
+    picks_frames = False  # an image: its one frame (a video is refused, not cut)
+    quantise = "round"  # the framework's API reward rounds to uint8 before PNG-encoding
+    score_range = (0.0, 4.0)
+
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, rubric: str | None = None,
+                 rubric_path: str | None = None, score_min: float = 0.0, score_max: float = 4.0,
+                 concurrency: int = 8, retries: int = 2, timeout_seconds: float = 60.0,
+                 max_tokens: int | None = None):
+        import requests
+
+        if not base_url or not model:
+            raise ValueError("openai-judge needs args base_url (the endpoint's /v1 URL) and model")
+        if rubric is not None and rubric_path is not None:
+            raise ValueError("openai-judge: set args rubric or rubric_path, not both")
+        if not (math.isfinite(score_min) and math.isfinite(score_max) and score_min < score_max):
+            raise ValueError(f"openai-judge: score_min {score_min} must be below score_max {score_max}")
+        if concurrency < 1 or retries < 0 or timeout_seconds <= 0:
+            raise ValueError("openai-judge: concurrency >= 1, retries >= 0 and timeout_seconds > 0")
+        self.rubric = Path(rubric_path).read_text() if rubric_path else (rubric or DEFAULT_RUBRIC)
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.model, self.api_key, self.max_tokens = model, api_key, max_tokens
+        self.low, self.high = float(score_min), float(score_max)
+        self.score_range = (self.low, self.high)
+        self.concurrency, self.retries, self.timeout = int(concurrency), int(retries), float(timeout_seconds)
+        self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="judge")
+        self._local = threading.local()  # one HTTP session (its kept-alive connections) per request thread
+        self._requests = requests
+        self.requests_sent = 0
+
+    def _session(self):
+        s = getattr(self._local, "session", None)
+        if s is None:
+            s = self._local.session = self._requests.Session()
+        return s
+
+    def body(self, image_url: str, prompt: str) -> dict:
+        body = {"model": self.model, "messages": [
+            {"role": "system", "content": self.rubric},
+            {"role": "user", "content": [{"type": "text", "text": prompt},
+                                         {"type": "image_url", "image_url": {"url": image_url}}]}],
+            "response_format": RESPONSE_FORMAT}
+        if self.max_tokens is not None:
+            body["max_tokens"] = self.max_tokens
+        return body
+
+    def frame(self, output) -> torch.Tensor:
+        """The output's one frame as uint8 (H, W, C), rounded; JudgeRefused for a video."""
+        if isinstance(output, FrameSubset):
+            frames, total = output.frames, output.total
+        else:
+            frames = output if output.dim() == 4 else output.unsqueeze(1) if output.dim() == 3 else None
+            if frames is None:
+                raise JudgeRefused(f"expected an image (C,H,W) or (C,1,H,W), got shape {tuple(output.shape)}")
+            total = frames.shape[1]
+        if total != 1:
+            raise JudgeRefused(f"openai-judge scores images: this output has {total} frames")
+        return to_uint8(frames[:, 0], self.quantise).permute(1, 2, 0).contiguous()
+
+    def judge(self, output, prompt: str) -> float | JudgeRefused:
+        try:
+            body = json.dumps(self.body(png_data_url(self.frame(output)), prompt))
+        except JudgeRefused as e:
+            return e
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        last = ""
+        for attempt in range(self.retries + 1):
+            retry_after = None
+            try:
+                self.requests_sent += 1
+                r = self._session().post(self.url, data=body, headers=headers, timeout=self.timeout)
+            except self._requests.RequestException as e:  # connection refused or reset, timeout
+                last = f"{type(e).__name__}: {e}"[:QUOTE_CHARS]
+            else:
+                if r.status_code == 200:
+                    try:
+                        content = r.json()["choices"][0]["message"]["content"]
+                    except (ValueError, KeyError, IndexError, TypeError):
+                        return JudgeRefused(f"the judge's reply is not a chat completion: {r.text[:QUOTE_CHARS]!r}")
+                    try:
+                        return parse_score(content, self.low, self.high)
+                    except JudgeRefused as e:
+                        return e
+                last = f"HTTP {r.status_code}: {r.text[:QUOTE_CHARS]!r}"
+                if r.status_code not in RETRY_STATUS:
+                    break
+                retry_after = r.headers.get("Retry-After")
+            if attempt < self.retries:
+                time.sleep(retry_delay(attempt, retry_after))
+        return JudgeRefused(f"the judge at {self.url} gave no score after {attempt + 1} request(s): {last}")
+
+    def score_batch(self, outputs, prompts) -> list:
+        return list(self._pool.map(self.judge, outputs, prompts))
+
+    def warmup(self) -> None:
+        """Before the worker is Ready: the endpoint answers and takes the key (`GET {base_url}/models`, which
+        OpenAI, vLLM and SGLang serve), so a wrong URL or key keeps the worker out of service with a message
+        instead of refusing every sample. No judge request is spent."""
+        url = self.url.removesuffix("/chat/completions") + "/models"
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        try:
+            r = self._session().get(url, headers=headers, timeout=self.timeout)
+        except self._requests.RequestException as e:
+            raise RuntimeError(f"openai-judge: the endpoint {url} does not answer: {e}") from None
+        if r.status_code in (401, 403):
+            raise RuntimeError(f"openai-judge: the endpoint {url} refused the API key (HTTP {r.status_code}): "
+                               f"{r.text[:QUOTE_CHARS]!r}; check the pool's apiKeySecret")
