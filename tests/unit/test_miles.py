@@ -114,3 +114,105 @@ def test_a_rollout_is_the_calls_between_gaps_with_none_in_flight():
     assert r.begin(31.0 + HINT_GAP_SECONDS - 1) == 1  # within the gap after the last one ended
     r.end(45.0)
     assert r.begin(45.0 + HINT_GAP_SECONDS) == 2  # a gap with nothing in flight: the next rollout
+
+
+def test_pools_by_reward_type_parse_and_refuse_what_is_ambiguous():
+    cfg = HookConfig.parse("pools=pickscore:pool-a; hps:pool-b", env={})
+    assert cfg.pools == (("pickscore", "pool-a"), ("hps", "pool-b")) and cfg.pool == ""
+    for text, match in [("pool=p,pools=hps:b", "not both"), ("pools=hps", "not <reward type>:<pool>"),
+                        ("pools=hps:a;hps:b", "twice"), ("namespace=rl", "needs pool")]:
+        with pytest.raises(ValueError, match=match):
+            HookConfig.parse(text, env={})
+
+
+def test_a_samples_rm_type_picks_its_pool_else_the_runs_and_an_unmapped_type_is_refused():
+    from types import SimpleNamespace
+
+    from rewardpool_worker.integrations.miles import route
+
+    cfg = HookConfig.parse("pools=pickscore:pool-a;hps:pool-b", env={})
+    args = SimpleNamespace(rm_type="pickscore")
+    samples = [SimpleNamespace(metadata={}), SimpleNamespace(metadata={"rm_type": "hps"}), SimpleNamespace()]
+    assert route(cfg, args, samples) == ["pool-a", "pool-b", "pool-a"]
+    with pytest.raises(ValueError, match="reward type 'ocr' .* has no pool: .* maps pickscore to pool-a, hps to pool-b"):
+        route(cfg, args, [SimpleNamespace(metadata={"rm_type": "ocr"})])
+    with pytest.raises(ValueError, match="reward type None"):
+        route(cfg, SimpleNamespace(rm_type=None), [SimpleNamespace(metadata={})])
+    assert route(HookConfig.parse("pool=p", env={}), args, samples) == ["p"] * 3
+
+
+class Described:
+    """A worker handle whose ready() names the pool's components and their numFrames."""
+
+    def __new__(cls, version, score, components, num_frames):
+        from tests.unit.fakes import FakeRef, FakeWorkerHandle
+
+        h = FakeWorkerHandle(version, score=score)
+        info = {"batch_size": 4, "max_queue": 8, "version": version, "shadow": False, "draining": False,
+                "components": components, "num_frames": num_frames}
+        h.ready.remote = lambda: FakeRef(info)
+        return h
+
+
+def _hook(monkeypatch, clients: dict):
+    from rewardpool_worker.integrations import miles
+
+    monkeypatch.setattr(miles, "_client", lambda cfg: clients[cfg.pool])
+    monkeypatch.setattr(miles, "_rollouts", {})
+    monkeypatch.setattr(miles, "_checked", set())
+    return miles
+
+
+def test_a_call_split_over_pools_by_type_comes_back_in_sample_order(monkeypatch):
+    import asyncio
+    from types import SimpleNamespace
+
+    from tests.unit.fakes import client_over
+
+    clients = {"pool-a": client_over({"a": Described("va", 0.25, ["pickscore"], {"pickscore": 8})}),
+               "pool-b": client_over({"b": Described("vb", 0.75, ["hps"], {"hps": None})})}
+    miles = _hook(monkeypatch, clients)
+    args = SimpleNamespace(custom_rm_args="pools=pickscore:pool-a;hps:pool-b,hint=false,timeout=10",
+                           reward_key=None, rm_type="pickscore")
+    kinds = ["pickscore", "hps", "hps", "pickscore", None]
+    samples = [SimpleNamespace(prompt="p", generated_output=torch.zeros(3, 1, 4, 4), reward_max_queue_depth=None,
+                               metadata={"rm_type": k} if k else {}) for k in kinds]
+    rewards = asyncio.run(miles.rewardpool_rm(args, samples))
+    assert rewards == [0.25, 0.75, 0.75, 0.25, 0.25]
+    assert [list(s.metadata["reward_scorer_version"]) for s in samples] == [["pool-a"], ["pool-b"], ["pool-b"],
+                                                                            ["pool-a"], ["pool-a"]]
+    # the queue depth under the pool's name and its component's, as miles' own pools record theirs
+    assert set(samples[1].reward_max_queue_depth) == {"pool-b", "hps"}
+    assert set(samples[0].reward_max_queue_depth) == {"pool-a", "pickscore"}
+
+
+@pytest.mark.parametrize("flags, match", [
+    ({"pickscore_num_frames": 4}, "numFrames 8 but miles' --pickscore-num-frames is 4"),
+    ({"reward_key": "hps"}, "--reward-key 'hps' is not a component"),
+    ({"pickscore_num_frames": 8, "reward_key": "weighted"}, None),
+    ({"pickscore_num_frames": None, "reward_key": "ocr"}, None)])
+def test_the_pool_is_checked_against_miles_flags_at_its_first_call(monkeypatch, flags, match):
+    import asyncio
+    from types import SimpleNamespace
+
+    from tests.unit.fakes import client_over
+
+    from tests.unit.fakes import FakeRef
+
+    h = Described("v", 0.5, ["pickscore", "ocr"], {"pickscore": 8, "ocr": 1})
+
+    def mixture(outputs, prompts, batch_id, group=None):
+        h.calls.append((batch_id, len(outputs), group))
+        return FakeRef([{"pickscore": 0.5, "ocr": 1.0, "weighted": 1.5}] * len(outputs))
+    h.score_batch.remote = mixture
+    miles = _hook(monkeypatch, {"mix": client_over({"w": h})})
+    args = SimpleNamespace(custom_rm_args="pool=mix,hint=false,timeout=10", **{"reward_key": None, **flags})
+    samples = [SimpleNamespace(prompt="p", generated_output=torch.zeros(3, 1, 4, 4), reward_max_queue_depth=None,
+                               metadata={})]
+    if match:
+        with pytest.raises(ValueError, match=match):
+            asyncio.run(miles.rewardpool_rm(args, samples))
+        assert not h.calls  # refused before anything was scored
+    else:
+        (reward,) = asyncio.run(miles.rewardpool_rm(args, samples))
+        assert reward["weighted"] == 1.5

@@ -110,6 +110,7 @@ class AsyncRewardPoolClient:
         self.unavailable_seconds = unavailable_seconds
         self.max_outstanding = max_outstanding_per_worker  # None: each worker's advertised max_queue
         self.components: list[str] | None = None
+        self.num_frames: dict[str, int | None] | None = None
         self.waiting = 0  # batches waiting here because no worker has room
         self._freed: asyncio.Event | None = None
         self._queued: dict[str, dict[str, float]] = {}  # per worker: batch id -> when sent, not finished
@@ -172,7 +173,7 @@ class AsyncRewardPoolClient:
 
     async def _learn(self, deadline: float | None) -> None:
         """The pool's batch size and queue limit, from one worker's ready()."""
-        if self.batch_size is not None and self.max_outstanding is not None:
+        if self.batch_size is not None and self.max_outstanding is not None and self.components is not None:
             return
         for lost in range(self.attempts + 1):
             m = await self._acquire(set(), deadline)
@@ -191,7 +192,14 @@ class AsyncRewardPoolClient:
         if self.max_outstanding is None:
             self.max_outstanding = int(info.get("max_queue") or 64)
         self.router.max_outstanding = self.max_outstanding
-        self.components = info.get("components")
+        self.components = info.get("components") or []
+        self.num_frames = info.get("num_frames")
+
+    async def describe(self, timeout: float | None = None) -> dict:
+        """What the pool scores with, from one worker's ready(): its components (the keys of a mixture's results)
+        and each one's numFrames (None: every frame)."""
+        await self._learn(None if timeout is None else time.monotonic() + timeout)
+        return {"components": list(self.components or []), "num_frames": dict(self.num_frames or {})}
 
     def _wake(self) -> None:
         if self._freed is not None:

@@ -11,7 +11,8 @@ from an environment variable (the argument wins):
 
 | key | env | default | meaning |
 |---|---|---|---|
-| pool | REWARDPOOL_POOL | (required) | the RewardPool's name |
+| pool | REWARDPOOL_POOL | (required, unless pools) | the RewardPool's name |
+| pools | REWARDPOOL_POOLS | (none) | reward types to pools, `pickscore:pool-a;hps:pool-b`: each sample goes to the pool of its `metadata["rm_type"]` (miles' per-sample and per-eval-dataset override), else of the run's `--rm-type`; a type with no pool is refused (not with pool=) |
 | namespace | REWARDPOOL_NAMESPACE | default | its Kubernetes namespace |
 | ray_namespace | REWARDPOOL_RAY_NAMESPACE | rewardpool | the pool's `spec.ray.namespace` |
 | reward_key | REWARDPOOL_REWARD_KEY | (none) | return this component of a several-scorer pool as a float (e.g. `weighted`); without it such a pool returns `{component..., "weighted": sum}` dicts, for miles' `--reward-key` (the two together are refused) |
@@ -35,9 +36,14 @@ or `reward_key` here gives that component as a float, which then must not be com
 (refused). With `--reward-key`, a one-scorer pool's float comes as `{reward_key: score}` and an `on_error`
 reward as a dict of every component, so every sample's reward is a dict.
 
-Each sample's `reward_max_queue_depth` gets the pool's name set to the deepest queue a batch of the call joined
-on a worker (0: it waited behind nothing), merged into the dict that is there, as miles'
-`record_reward_queue_depth` does (its rollout metrics log `perf/reward_max_queue_depth_<name>`).
+Each sample's `reward_max_queue_depth` gets the pool's name and each of its components' names (`pickscore`,
+`ocr`, ...: miles' own reward pools each record theirs) set to the deepest queue a batch of the call joined on a
+worker (0: it waited behind nothing), merged into the dict that is there, as miles' `record_reward_queue_depth`
+does (its rollout metrics log `perf/reward_max_queue_depth_<name>`).
+
+At a pool's first call the hook compares it with miles' own flags and refuses a mismatch, which would change
+rewards silently: the pool's pickscore numFrames against `--pickscore-num-frames` (when that is set), and
+`--reward-key` against a mixture's components.
 
 A mixture component with `required: false` that refused a sample has NaN there; the reason goes to the sample's
 `metadata["reward_errors"]` under the pool's name (and the log).
@@ -59,7 +65,7 @@ import asyncio
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -70,7 +76,7 @@ from ..scorers.mixture import WEIGHTED
 
 log = logging.getLogger("rewardpool.miles")
 
-ENV = {"pool": "REWARDPOOL_POOL", "namespace": "REWARDPOOL_NAMESPACE", "ray_namespace": "REWARDPOOL_RAY_NAMESPACE",
+ENV = {"pool": "REWARDPOOL_POOL", "pools": "REWARDPOOL_POOLS", "namespace": "REWARDPOOL_NAMESPACE", "ray_namespace": "REWARDPOOL_RAY_NAMESPACE",
        "reward_key": "REWARDPOOL_REWARD_KEY", "timeout": "REWARDPOOL_TIMEOUT", "on_error": "REWARDPOOL_ON_ERROR",
        "release": "REWARDPOOL_RELEASE", "store_master": "REWARDPOOL_STORE_MASTER",
        "store_protocol": "REWARDPOOL_STORE_PROTOCOL", "hint": "REWARDPOOL_HINT", "expect": "REWARDPOOL_EXPECT"}
@@ -80,7 +86,7 @@ _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off", ""}
 
 @dataclass(frozen=True)
 class HookConfig:
-    pool: str
+    pool: str = ""
     namespace: str = "default"
     ray_namespace: str = "rewardpool"
     reward_key: str | None = None
@@ -91,6 +97,7 @@ class HookConfig:
     store_protocol: str = "tcp"
     hint: bool = True
     expect: int = 0  # 0: the rollout's size from the framework's args
+    pools: tuple[tuple[str, str], ...] = ()  # (reward type, pool), from pools=
 
     @classmethod
     def parse(cls, text: str | None, env: dict | None = None) -> "HookConfig":
@@ -103,9 +110,14 @@ class HookConfig:
             if not eq or key not in ENV:
                 raise ValueError(f"--custom-rm-args: {part!r} is not key=value with a key of {sorted(ENV)}")
             values[key] = value.strip()
-        if not values.get("pool"):
-            raise ValueError("--custom-rm-args needs pool=<RewardPool name> (or REWARDPOOL_POOL)")
+        if values.get("pools") and values.get("pool"):
+            raise ValueError("--custom-rm-args: set pool= (one pool) or pools= (a pool per reward type), not both")
+        if not values.get("pool") and not values.get("pools"):
+            raise ValueError("--custom-rm-args needs pool=<RewardPool name> (or REWARDPOOL_POOL), or pools=<type>:<pool>"
+                             ";... (or REWARDPOOL_POOLS)")
         out: dict = dict(values)
+        if "pools" in out:
+            out["pools"] = parse_pools(out["pools"])
         if "timeout" in out:
             t = out["timeout"].lower()
             out["timeout"] = None if t in ("none", "0", "") else float(t)
@@ -122,6 +134,37 @@ class HookConfig:
         if out.get("release") and not out.get("store_master"):
             raise ValueError("--custom-rm-args: release=true needs store_master=<mooncake_master host:port>")
         return cls(**out)
+
+
+def parse_pools(text: str) -> tuple[tuple[str, str], ...]:
+    """`pickscore:pool-a;hps:pool-b` -> (("pickscore", "pool-a"), ("hps", "pool-b"))."""
+    pairs = []
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        kind, sep, pool = (x.strip() for x in part.partition(":"))
+        if not sep or not kind or not pool:
+            raise ValueError(f"--custom-rm-args pools: {part!r} is not <reward type>:<pool>")
+        pairs.append((kind, pool))
+    kinds = [k for k, _ in pairs]
+    if len(set(kinds)) != len(kinds):
+        raise ValueError(f"--custom-rm-args pools maps a reward type twice: {text!r}")
+    return tuple(pairs)
+
+
+def route(cfg: HookConfig, args, samples) -> list[str]:
+    """The pool of each sample: pool=, or with pools= the pool of its reward type (`metadata["rm_type"]`, else
+    the run's --rm-type)."""
+    if not cfg.pools:
+        return [cfg.pool] * len(samples)
+    mapped, default = dict(cfg.pools), getattr(args, "rm_type", None)
+    out = []
+    for i, s in enumerate(samples):
+        meta = getattr(s, "metadata", None)
+        kind = (meta.get("rm_type") if isinstance(meta, dict) else None) or default
+        if kind not in mapped:
+            raise ValueError(f"sample {i}'s reward type {kind!r} (its metadata rm_type, else --rm-type) has no pool: "
+                             f"--custom-rm-args pools= maps {', '.join(f'{k} to {p}' for k, p in cfg.pools)}")
+        out.append(mapped[kind])
+    return out
 
 
 def as_output(x) -> OutputRef | torch.Tensor:
@@ -303,10 +346,49 @@ async def rewardpool_rm(args, samples, **kwargs):
     cfg = HookConfig.parse(getattr(args, "custom_rm_args", None))
     miles_key = getattr(args, "reward_key", None)
     check_reward_key(cfg, miles_key)
+    by_pool: dict[str, list[int]] = {}
+    for i, pool in enumerate(route(cfg, args, samples)):
+        by_pool.setdefault(pool, []).append(i)
+    parts = await asyncio.gather(*(_score_on(replace(cfg, pool=pool, pools=()), args, [samples[i] for i in idx],
+                                             miles_key) for pool, idx in by_pool.items()))
+    rewards: list = [None] * len(samples)
+    for idx, got in zip(by_pool.values(), parts):
+        for i, r in zip(idx, got):
+            rewards[i] = r
+    return rewards[0] if single else rewards
+
+
+_checked: set = set()
+
+
+async def check_pool(cfg: HookConfig, client: AsyncRewardPoolClient, args, miles_key: str | None) -> None:
+    """At a pool's first call: refuse what would silently change rewards against miles' own flags: the pool's
+    pickscore numFrames against --pickscore-num-frames (when set), and --reward-key against a mixture's
+    components."""
+    key = (cfg.pool, cfg.namespace, cfg.ray_namespace)
+    if key in _checked:
+        return
+    desc = await client.describe(timeout=cfg.timeout)
+    components, frames = desc["components"], desc["num_frames"]
+    want = getattr(args, "pickscore_num_frames", None)
+    if want is not None and "pickscore" in frames and frames["pickscore"] != int(want):
+        raise ValueError(f"{cfg.namespace}/{cfg.pool} scores pickscore with numFrames {frames['pickscore']} but miles' "
+                         f"--pickscore-num-frames is {want}: the rewards would differ from miles'; set the pool's "
+                         f"scorer.numFrames to {want} (or drop the flag)")
+    if miles_key and len(components) > 1 and miles_key not in [*components, WEIGHTED]:
+        raise ValueError(f"miles' --reward-key {miles_key!r} is not a component of {cfg.namespace}/{cfg.pool} "
+                         f"({', '.join(components)}, {WEIGHTED}): give the component that key (spec.scorers[].key) "
+                         "or pick one of these")
+    _checked.add(key)
+
+
+async def _score_on(cfg: HookConfig, args, samples: list, miles_key: str | None) -> list:
+    """One pool's share of a call: score, set the samples' records, release when asked."""
     await _announce(cfg, args, time.monotonic())
     outputs = [as_output(s.generated_output) for s in samples]
     prompts = [s.prompt if isinstance(s.prompt, str) else str(s.prompt) for s in samples]
     client = _client(cfg)
+    await check_pool(cfg, client, args, miles_key)
     rollouts = _rollouts.setdefault((cfg.pool, cfg.namespace), Rollouts())
     group = f"miles-rollout-{rollouts.begin(time.monotonic())}"
     try:
@@ -314,8 +396,11 @@ async def rewardpool_rm(args, samples, **kwargs):
     finally:
         rollouts.end(time.monotonic())
     rewards = []
+    # the queue depth under the pool's name and each component's (miles' own pools record theirs by reward name)
+    names = list(dict.fromkeys([cfg.pool, *(client.components or [])]))
     for i, (s, r) in enumerate(zip(samples, report.results)):
-        record_queue_depth(s, cfg.pool, report.max_queue_depth)
+        for name in names:
+            record_queue_depth(s, name, report.max_queue_depth)
         record_scorer_version(s, cfg.pool, report.version)
         if i in report.component_errors:
             record_component_errors(s, cfg.pool, report.component_errors[i])
@@ -333,4 +418,4 @@ async def rewardpool_rm(args, samples, **kwargs):
         for s, o in zip(samples, outputs):
             if isinstance(o, OutputRef):
                 s.generated_output = None
-    return rewards[0] if single else rewards
+    return rewards

@@ -169,6 +169,7 @@ class RewardWorker:
                 "model_loaded": self.scorer is not None, "load_seconds": self.load_seconds,
                 "warmup_seconds": self.actor.warmup_seconds, "batch_size": self.cfg.scorer.batch_size,
                 "max_queue": MAX_QUEUE, "components": [c.component for c in self.cfg.components],
+                "num_frames": {c.component: c.num_frames for c in self.cfg.components},
                 "frames": frames_declared(self.scorer) if self.scorer is not None else None,
                 "draining": self.draining, "shadow": self.shadow(), "version": self.version, "score_ranges": score_ranges(self.scorer,
                                                                                                self.cfg),
