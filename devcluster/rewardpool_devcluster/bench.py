@@ -37,6 +37,12 @@ def _bench_score(args) -> int:
     return bench_score(args)
 
 
+def _bench_judge(args) -> int:
+    from .bench_judge import main as bench_judge  # needs the worker extra
+
+    return bench_judge(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="rewardpool-bench", description=__doc__)
     bsub = ap.add_subparsers(dest="bench", required=True)
@@ -84,6 +90,12 @@ def main(argv: list[str] | None = None) -> int:
 
     add_arguments(score)
     score.set_defaults(func=_bench_score)
+
+    judge = bsub.add_parser("judge", help="openai-judge images/s of one worker by concurrency, loopback server")
+    from .bench_judge import add_arguments as judge_arguments
+
+    judge_arguments(judge)
+    judge.set_defaults(func=_bench_judge)
 
     args = ap.parse_args(argv)
     return args.func(args)

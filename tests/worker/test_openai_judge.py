@@ -1,4 +1,5 @@
-"""openai-judge against a real HTTP server process on loopback that speaks chat completions (tests/judge_server.py):
+"""openai-judge against a real HTTP server process on loopback that speaks chat completions
+(rewardpool_devcluster/judge_server.py):
 the request miles' API reward sends, its reply rules, retries, timeouts, concurrency and keys; and through a real
 worker and the pool client, a refused sample fails alone."""
 from __future__ import annotations
@@ -10,7 +11,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +18,6 @@ import torch
 
 from rewardpool_worker.scorers.openai_judge import OpenAIJudgeScorer
 
-SERVER = Path(__file__).resolve().parents[1] / "judge_server.py"
 
 
 def miles_png_pixels(image: torch.Tensor) -> np.ndarray:
@@ -36,7 +35,8 @@ def expected(image: torch.Tensor) -> float:
 
 class Server:
     def __init__(self, *args: str):
-        self.proc = subprocess.Popen([sys.executable, str(SERVER), *args], stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen([sys.executable, "-m", "rewardpool_devcluster.judge_server", *args],
+                                     stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         assert line.startswith("PORT "), line
         self.url = f"http://127.0.0.1:{int(line.split()[1])}/v1"

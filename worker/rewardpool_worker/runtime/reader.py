@@ -17,6 +17,7 @@ Two ways out of the buffer: `read`/`read_many` copy into fresh tensors (the buff
 lease is released (the copy costs ~0.58 s per 1.33 GB output on one core)."""
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 
@@ -24,7 +25,9 @@ import torch
 
 from ..frames import FrameSubset, frame_ranges
 from ..records import OutputRef
-from ..store import Store
+from ..store import Store, TransferFailed
+
+log = logging.getLogger("rewardpool.reader")
 
 MiB = 2**20
 ALIGN = 64  # each output starts on a 64-byte boundary, so any dtype view is aligned
@@ -51,6 +54,7 @@ class ReaderStats:
     reads: int = 0
     bytes_read: int = 0
     capacity: int = 0
+    transfer_retries: int = 0  # reads asked again once after a TRANSFER_FAIL (see _fetch)
 
 
 class ViewLease:
@@ -126,12 +130,12 @@ class RegisteredTensorReader:
         whole = [i for i, p in enumerate(picks) if p is None]
         ranged = [i for i, p in enumerate(picks) if p is not None]
         if whole:
-            self.store.batch_get_into([refs[i].key for i in whole], [base + offsets[i] for i in whole],
-                                      [sizes[i] for i in whole])
+            self._fetch(self.store.batch_get_into, [refs[i].key for i in whole], [base + offsets[i] for i in whole],
+                        [sizes[i] for i in whole])
         if ranged:
             ranges = [[(offsets[i] + d, src, n) for d, src, n in
                        frame_ranges(refs[i].shape, refs[i].torch_dtype.itemsize, picks[i])] for i in ranged]
-            self.store.get_into_ranges(base, [refs[i].key for i in ranged], ranges)
+            self._fetch(self.store.get_into_ranges, base, [refs[i].key for i in ranged], ranges)
         self.stats.reads += len(refs)
         self.stats.bytes_read += sum(sizes)
         out: list[torch.Tensor | FrameSubset] = []
@@ -143,6 +147,19 @@ class RegisteredTensorReader:
                 c, f, h, w = r.shape
                 out.append(FrameSubset(flat.view(c, len(p), h, w), f, tuple(p)))
         return out
+
+    def _fetch(self, read, *args) -> None:
+        """A read, asked once more after a TRANSFER_FAIL. Mooncake's TCP transport keeps connections to a peer's
+        address and port open for reuse; when the peer has restarted at the same address and port (a trainer pod
+        given its predecessor's IP, its port drawn again from Mooncake's 2001), the first transfer over the old
+        connection fails and Mooncake drops it: the second try opens a new one (measured: one failed read, then
+        every read succeeds). A second failure is the outputs' (their owner gone) and is raised."""
+        try:
+            read(*args)
+        except TransferFailed as e:
+            self.stats.transfer_retries += 1
+            log.info("read failed (%s); asking once more over a new connection", e)
+            read(*args)
 
     def warm(self) -> None:
         """Register the initial buffer now, so a ready worker has paid its registration before work comes."""

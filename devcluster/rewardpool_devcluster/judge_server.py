@@ -1,6 +1,8 @@
-"""An OpenAI-compatible chat-completions server for tests, run as its own process on loopback:
+"""An OpenAI-compatible chat-completions server for the API judge's tests and benchmark (dev tooling), run as its
+own process on loopback:
 
-    python tests/judge_server.py [--key KEY] [--model M]     (prints "PORT <n>" once it listens)
+    python -m rewardpool_devcluster.judge_server [--key KEY] [--model M] [--latency S]
+    (prints "PORT <n>" once it listens; --latency: seconds every judgement takes, a VLM's time per image)
 
 It judges an image by its pixels, so a test can compute the expected score from the image it sent: the score is
 the mean of the decoded PNG's uint8 values / 255 x 4. Markers in the generation prompt (the user message's text
@@ -44,8 +46,8 @@ def image_score(data_url: str) -> float:
 
 
 class State:
-    def __init__(self, key: str | None, model: str):
-        self.key, self.model = key, model
+    def __init__(self, key: str | None, model: str, latency: float = 0.0):
+        self.key, self.model, self.latency = key, model, latency
         self.lock = threading.Lock()
         self.bodies: list[dict] = []
         self.seen: Counter[str] = Counter()
@@ -109,8 +111,8 @@ def handler(state: State):
                 state.seen[prompt] += 1
                 seen = state.seen[prompt]
             slow = re.search(r"\[slow=([0-9.]+)\]", prompt)
-            if slow:
-                time.sleep(float(slow.group(1)))
+            if slow or state.latency:
+                time.sleep(float(slow.group(1)) if slow else state.latency)
             if "[429-once]" in prompt and seen == 1:
                 return self._send(429, {"error": {"message": "Rate limit reached"}}, {"Retry-After": "0"})
             if "[500-always]" in prompt:
@@ -136,8 +138,9 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--key", default=None)
     ap.add_argument("--model", default="judge-test")
+    ap.add_argument("--latency", type=float, default=0.0)
     args = ap.parse_args()
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), handler(State(args.key, args.model)))
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), handler(State(args.key, args.model, args.latency)))
     server.daemon_threads = True
     print(f"PORT {server.server_address[1]}", flush=True)
     server.serve_forever()
