@@ -124,7 +124,9 @@ def test_queue_depth_is_a_dict_entry_zero_when_idle_and_merged(pool_actors):
     pool_actors("idle", 1, {"name": "mean-intensity", "batch_size": 4})
     s = Sample("d", torch.rand(3, 2, 4, 4), reward_max_queue_depth={"hps": 2.0})
     asyncio.run(framework_rollout(miles_args("pool=idle,namespace=t"), [[s]]))
-    assert s.reward_max_queue_depth == {"hps": 2.0, "idle": 0.0}  # one batch on an idle worker waited for nothing
+    # one batch on an idle worker waited for nothing: under the pool's name and its scorer's, as miles' own
+    # reward pools record theirs; what was there is kept
+    assert s.reward_max_queue_depth == {"hps": 2.0, "idle": 0.0, "mean-intensity": 0.0}
 
 
 def test_release_on_request_and_errors_as_a_default_reward(mix_pool, producer, master):
