@@ -279,13 +279,17 @@ def _drop(obj, path):
 
 
 def _mixture(m: dict) -> dict:
-    """spec.scorers set: the shared scorer names no scorer, and every entry names exactly one (distinct)."""
+    """spec.scorers set: the shared scorer names no scorer, and every entry names exactly one (distinct), a class
+    with its key."""
     _drop(m, ("spec", "scorer", "name"))
     for i, entry in enumerate(m["spec"].get("scorers") or []):
         if isinstance(entry, dict) and "name" not in entry and "class" not in entry:
             entry["class"] = f"pkg.mod:Scorer{i}"
+        if isinstance(entry, dict) and "class" in entry:
+            entry.setdefault("key", f"scorer{i}")  # a custom class in a mixture needs its key
         if isinstance(entry, dict):
-            entry.setdefault("weight", 1)  # the API server's default, so "kept as sent" compares like with like
+            entry.setdefault("weight", 1)  # the API server's defaults, so "kept as sent" compares like with like
+            entry.setdefault("required", True)
     return m
 
 
