@@ -51,15 +51,16 @@ def scored(kube, node, obs_ns, prometheus):
 
     kube.apply([real_node_pool(POOL, obs_ns, node.images.worker, replicas=2)])
     wait_for(pool_ready(kube, obs_ns, POOL, 2), timeout=300, interval=1, what="2 workers Ready")
-    result = run_job(kube, node, obs_ns, "scoring", POOL, samples=24, frames=4, height=32, width=48, batch=4)
-    assert result["scored"] == 24 and result["left"] == 0, result
-    # the scrapes after the run: Prometheus has seen the workers' counters move and the store's fill
-    wait_for(lambda: prometheus.query(f'sum(rewardpool_worker_scored_outputs_total{{pool="{POOL}"}}) >= 24'),
-             timeout=60, what="the scored outputs in Prometheus")
-    # the operator reads the master's fill every 15 s for a pool it does not autoscale: a run that ends sooner
-    # after Ready (a fresh machine's was) comes before its first reading
+    # the operator reads the master's fill every 15 s for a pool it does not autoscale: waited for before the
+    # run, so that the run's rates are still inside the panels' 1-minute window when the test looks (waited for
+    # after it, a slow first reading pushed the look past the window and every rate panel read NaN in CI)
     wait_for(lambda: prometheus.query(f'rewardpool_pool_store_fill_ratio{{pool="{POOL}"}}'), timeout=90,
              what="the pool's store fill in Prometheus (the operator's reading of the master)")
+    result = run_job(kube, node, obs_ns, "scoring", POOL, samples=24, frames=4, height=32, width=48, batch=4)
+    assert result["scored"] == 24 and result["left"] == 0, result
+    # the scrapes after the run: Prometheus has seen the workers' counters move
+    wait_for(lambda: prometheus.query(f'sum(rewardpool_worker_scored_outputs_total{{pool="{POOL}"}}) >= 24'),
+             timeout=60, what="the scored outputs in Prometheus")
     return time.time()
 
 

@@ -190,6 +190,18 @@ def _pool_cond(kube, ns, kind):
     return next(c for c in kube.json("rewardpool", "-n", ns, POOL)["status"]["conditions"] if c["type"] == kind)
 
 
+def _settled_version(kube, ns) -> set:
+    """Waits for the pool at 2 Ready workers of one scorer version with no roll in its status, and returns that
+    version: a roll test starts from a settled pool, so a test before it that failed mid-roll fails alone."""
+    version = "rewardpool.io/scorer-version"
+
+    def settled():
+        pods = pool_ready(kube, ns, POOL, 2)()
+        labels = {p["metadata"]["labels"][version] for p in pods or []}
+        return len(labels) == 1 and not kube.json("rewardpool", "-n", ns, POOL)["status"].get("roll") and labels
+    return wait_for(settled, timeout=400, interval=1, what="the pool settled: 2 Ready workers of one version, no roll")
+
+
 def test_a_store_master_restart_under_a_rollout_loses_nothing(kube, node, pool, pool_ns, infra):
     """The store master's pod deleted mid-rollout: the new master knows no object, the workers' and the job's
     store clients mount their segments on it by themselves, and the job puts again what the store lost."""
@@ -277,10 +289,19 @@ def test_a_roll_waits_for_a_rollout_pinned_to_the_old_scorer_version(kube, node,
     worker reports the group, so every call of the rollout is scored by the version it began with; once the
     job is over (the group idle for 60 s) the roll completes. The job runs until the test has seen the hold."""
     version = "rewardpool.io/scorer-version"
-    old = {p["metadata"]["labels"][version] for p in _workers(kube, pool_ns)}
-    assert len(old) == 1
+    old = _settled_version(kube, pool_ns)
     kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p",
          json.dumps({"spec": {"rollout": {"maxVersionSkewSeconds": 900}}}))
+    try:
+        _pinned_roll(kube, node, pool_ns, old)
+    finally:  # the window off and the job gone whatever failed, so the roll completes for the tests after this
+        kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p",
+             json.dumps({"spec": {"rollout": {"maxVersionSkewSeconds": None}}}))
+        kube("delete", "job", "-n", pool_ns, "rollout-pinned", "--ignore-not-found", "--wait=false", check=False)
+
+
+def _pinned_roll(kube, node, pool_ns, old):
+    version = "rewardpool.io/scorer-version"
     # The job goes on (up to 2000 rounds) until the test has seen the hold: however long the new workers take to
     # start on this node under the suite's load, the group is still active when the roll reaches the old
     # version's last worker. Then the test tells it to stop after its round.
@@ -324,8 +345,6 @@ def test_a_roll_waits_for_a_rollout_pinned_to_the_old_scorer_version(kube, node,
     wait_for(rolled, timeout=400, interval=1, what="the roll completed once the group went idle")
     print(f"\nroll held for a pinned rollout: {held['message']}; completed {time.monotonic() - t_end:.0f}s after "
           "the job ended")
-    kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p",
-         json.dumps({"spec": {"rollout": {"maxVersionSkewSeconds": None}}}))
 
 
 def test_a_shadow_roll_scores_beside_the_serving_version_then_takes_traffic(kube, node, pool, pool_ns):
@@ -337,8 +356,7 @@ def test_a_shadow_roll_scores_beside_the_serving_version_then_takes_traffic(kube
     from rewardpool_worker.contract import SHADOW_ANNOTATION
 
     version = "rewardpool.io/scorer-version"
-    old = {p["metadata"]["labels"][version] for p in _workers(kube, pool_ns)}
-    assert len(old) == 1
+    old = _settled_version(kube, pool_ns)
     frames = kube.json("rewardpool", "-n", pool_ns, POOL)["spec"]["scorer"].get("numFrames") or 4
     pool_names = {p["metadata"]["name"] for p in _workers(kube, pool_ns)}
     kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p",

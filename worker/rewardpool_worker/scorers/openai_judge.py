@@ -116,7 +116,6 @@ class OpenAIJudgeScorer:
         self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="judge")
         self._local = threading.local()  # one HTTP session (its kept-alive connections) per request thread
         self._requests = requests
-        self.requests_sent = 0
 
     def _session(self):
         s = getattr(self._local, "session", None)
@@ -159,7 +158,6 @@ class OpenAIJudgeScorer:
         for attempt in range(self.retries + 1):
             retry_after = None
             try:
-                self.requests_sent += 1
                 r = self._session().post(self.url, data=body, headers=headers, timeout=self.timeout)
             except self._requests.RequestException as e:  # connection refused or reset, timeout
                 last = f"{type(e).__name__}: {e}"[:QUOTE_CHARS]
