@@ -419,6 +419,8 @@ def _spec(**edits) -> dict:
 _DROP = object()
 _JUDGE = ("!has(self.name) || self.name != 'openai-judge' || (has(self.args) && has(self.args.base_url) && "
           "has(self.args.model))")
+_HPS_VERSION = ("!has(self.name) || self.name != 'hps' || !has(self.args) || !has(self.args.version) || "
+                "self.args.version in ['v2.1', 'v2.0']")
 _JUDGE_ARGS = {"base_url": "http://judge:8000/v1", "model": "qwen2.5-vl"}
 _NO_SECRET = "!has(self.api_key) && !has(self.apiKey) && !has(self.token) && !has(self.password)"
 _SECCOMP = "!has(self.seccompProfile) || !has(self.seccompProfile.type) || self.seccompProfile.type != 'Unconfined'"
@@ -615,6 +617,22 @@ CEL_CASES = {
         (False, "judge-no-model", _spec(scorer={"name": "openai-judge", "args": {"base_url": "http://j:8000/v1"}}),
          ["spec.scorer.args", "and args.model"]),
         (True, "judge-complete", _spec(scorer={"name": "openai-judge", "args": _JUDGE_ARGS}), []),
+    ],
+    "!has(self.name) || self.name != 'hps' || (has(self.modelPath) && self.modelPath != '')": [
+        (False, "hps-no-model", _spec(scorer={"name": "hps"}), ["spec.scorer.modelPath", "hps needs scorer.modelPath"]),
+        (True, "hps-with-model", _spec(scorer={"name": "hps", "modelPath": "/m/HPS_v2.1_compressed.pt"}), []),
+    ],
+    ("spec.scorer", _HPS_VERSION): [
+        (False, "hps-version-unknown", _spec(scorer={"name": "hps", "modelPath": "/m", "args": {"version": "v3"}}),
+         ["spec.scorer.args.version", "v2.1 (the default) or v2.0"]),
+        (True, "hps-version-v2.0", _spec(scorer={"name": "hps", "modelPath": "/m", "args": {"version": "v2.0"}}), []),
+        (True, "other-version-any", _spec(scorer={"class": "p.m:C", "args": {"version": 7}}), []),
+    ],
+    ("spec.scorers[0]", _HPS_VERSION): [
+        (False, "entry-hps-version-unknown", _spec(scorer={"batchSize": 1, "modelPath": "/m"}, scorers=[
+            {"name": "hps", "args": {"version": "2.1"}}]), ["spec.scorers[0].args.version", "v2.1 (the default)"]),
+        (True, "entry-hps-version-v2.1", _spec(scorer={"batchSize": 1, "modelPath": "/m"}, scorers=[
+            {"name": "hps", "args": {"version": "v2.1"}}]), []),
     ],
     ("spec.scorers[0]", _JUDGE): [
         (False, "entry-judge-no-base-url", _spec(scorer={"batchSize": 1}, scorers=[

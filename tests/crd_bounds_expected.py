@@ -106,6 +106,32 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
                                                                                                                   'through '
                                                                                                                   'podTemplate '
                                                                                                                   'volumes)',
+ "spec.scorer:cel[!has(self.name) || self.name != 'hps' || (has(self.modelPath) && self.modelPath != '')]": 'scorer.name '
+                                                                                                            'hps '
+                                                                                                            'needs '
+                                                                                                            'scorer.modelPath: '
+                                                                                                            "HPS's "
+                                                                                                            'checkpoint '
+                                                                                                            'file, '
+                                                                                                            'or '
+                                                                                                            'the '
+                                                                                                            'directory '
+                                                                                                            'holding '
+                                                                                                            'it '
+                                                                                                            '(HPS_v2.1_compressed.pt), '
+                                                                                                            'inside '
+                                                                                                            'the '
+                                                                                                            'worker '
+                                                                                                            'pod',
+ "spec.scorer:cel[!has(self.name) || self.name != 'hps' || !has(self.args) || !has(self.args.version) || self.args.version in ['v2.1', 'v2.0']]": 'scorer.name '
+                                                                                                                                                  'hps: '
+                                                                                                                                                  'args.version '
+                                                                                                                                                  'is '
+                                                                                                                                                  'v2.1 '
+                                                                                                                                                  '(the '
+                                                                                                                                                  'default) '
+                                                                                                                                                  'or '
+                                                                                                                                                  'v2.0',
  "spec.scorer:cel[!has(self.dtype) || self.dtype == 'float32' || !has(self.device) || self.device != 'cpu']": 'scorer.dtype '
                                                                                                               'float16 '
                                                                                                               'and '
@@ -198,6 +224,18 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
                                                                                                                                                'http://judge:8000/v1) '
                                                                                                                                                'and '
                                                                                                                                                'args.model',
+ "spec.scorers[0]:cel[!has(self.name) || self.name != 'hps' || !has(self.args) || !has(self.args.version) || self.args.version in ['v2.1', 'v2.0']]": 'a '
+                                                                                                                                                      'scorers '
+                                                                                                                                                      'entry '
+                                                                                                                                                      'named '
+                                                                                                                                                      'hps: '
+                                                                                                                                                      'args.version '
+                                                                                                                                                      'is '
+                                                                                                                                                      'v2.1 '
+                                                                                                                                                      '(the '
+                                                                                                                                                      'default) '
+                                                                                                                                                      'or '
+                                                                                                                                                      'v2.0',
  'spec.scorers[0].name:pattern': '^[a-z][a-z0-9-]*$',
  'spec.scorers[0].class:pattern': '^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$',
  'spec.scorers[0].args:cel[!has(self.api_key) && !has(self.apiKey) && !has(self.token) && !has(self.password)]': 'a '

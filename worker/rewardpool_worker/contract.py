@@ -281,6 +281,9 @@ BUILTIN_SCORERS: dict[str, BuiltinScorer] = {
     "pickscore": BuiltinScorer("rewardpool_worker.scorers.pickscore:PickScoreScorer",
                                model_bytes=4 * 2**30, gpu_bytes_per_frame=64 * 2**20, picks_frames=True),  # CLIP-H/14
     "mean-intensity": BuiltinScorer("rewardpool_worker.scorers.intensity:MeanIntensityScorer", picks_frames=True),
+    # HPS v2's open_clip ViT-H-14 (986M parameters); images only, so it reads whole outputs
+    "hps": BuiltinScorer("rewardpool_worker.scorers.hps:HpsScorer", model_bytes=4 * 2**30,
+                         gpu_bytes_per_frame=64 * 2**20),
     # a model behind an OpenAI-compatible endpoint: nothing loaded here, no GPU
     "openai-judge": BuiltinScorer("rewardpool_worker.scorers.openai_judge:OpenAIJudgeScorer"),
 }
