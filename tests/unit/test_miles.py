@@ -144,12 +144,12 @@ def test_a_samples_rm_type_picks_its_pool_else_the_runs_and_an_unmapped_type_is_
 class Described:
     """A worker handle whose ready() names the pool's components and their numFrames."""
 
-    def __new__(cls, version, score, components, num_frames):
+    def __new__(cls, version, score, components, num_frames, scorers=None, args=None):
         from tests.unit.fakes import FakeRef, FakeWorkerHandle
 
         h = FakeWorkerHandle(version, score=score)
         info = {"batch_size": 4, "max_queue": 8, "version": version, "shadow": False, "draining": False,
-                "components": components, "num_frames": num_frames}
+                "components": components, "num_frames": num_frames, "scorers": scorers or {}, "args": args or {}}
         h.ready.remote = lambda: FakeRef(info)
         return h
 
@@ -216,3 +216,30 @@ def test_the_pool_is_checked_against_miles_flags_at_its_first_call(monkeypatch, 
     else:
         (reward,) = asyncio.run(miles.rewardpool_rm(args, samples))
         assert reward["weighted"] == 1.5
+
+
+@pytest.mark.parametrize("pool_args, flag, match", [
+    ({}, "v2.0", "HPS v2.1 but miles' --hps-version is v2.0"),  # the scorer's default is miles' default
+    ({"version": "v2.0"}, "v2.1", "HPS v2.0 but miles' --hps-version is v2.1"),
+    ({"version": "v2.0"}, "v2.0", None),
+    ({}, "v2.1", None),
+    ({"version": "v2.0"}, None, None)])  # the flag unset: nothing to compare
+def test_an_hps_scorer_is_checked_against_hps_version(monkeypatch, pool_args, flag, match):
+    """Whatever key the hps component has in the mixture, its version is what is compared."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from tests.unit.fakes import client_over
+
+    h = Described("v", 0.5, ["human_pref"], {"human_pref": None}, scorers={"human_pref": "hps"},
+                  args={"human_pref": pool_args})
+    miles = _hook(monkeypatch, {"p": client_over({"w": h})})
+    args = SimpleNamespace(custom_rm_args="pool=p,hint=false,timeout=10", reward_key=None, hps_version=flag)
+    samples = [SimpleNamespace(prompt="p", generated_output=torch.zeros(3, 1, 4, 4), reward_max_queue_depth=None,
+                               metadata={})]
+    if match:
+        with pytest.raises(ValueError, match=match):
+            asyncio.run(miles.rewardpool_rm(args, samples))
+        assert not h.calls
+    else:
+        assert asyncio.run(miles.rewardpool_rm(args, samples)) == [0.5]

@@ -149,7 +149,13 @@ def test_a_pickscore_and_hps_mixture_through_the_miles_hook(pool_actors, hps_dir
     samples = [Sample(prompt="a red kite", generated_output=image), Sample(prompt="two cats", generated_output=video)]
     for s in samples:
         s.metadata = {}
-    args = SimpleNamespace(custom_rm_args="pool=hpsmix,namespace=t,timeout=120", reward_key="weighted")
+    # miles' --hps-version is checked against the real worker's hps component before anything is scored
+    wrong = SimpleNamespace(custom_rm_args="pool=hpsmix,namespace=t,timeout=120", reward_key="weighted",
+                            hps_version="v2.0")
+    with pytest.raises(ValueError, match="scores hps with HPS v2.1 but miles' --hps-version is v2.0"):
+        asyncio.run(rewardpool_rm(wrong, samples))
+    args = SimpleNamespace(custom_rm_args="pool=hpsmix,namespace=t,timeout=120", reward_key="weighted",
+                           hps_version="v2.1")
     rewards = asyncio.run(rewardpool_rm(args, samples))
 
     model, tokenizer = ref.load(path / CHECKPOINTS["v2.1"], arch)

@@ -111,6 +111,8 @@ class AsyncRewardPoolClient:
         self.max_outstanding = max_outstanding_per_worker  # None: each worker's advertised max_queue
         self.components: list[str] | None = None
         self.num_frames: dict[str, int | None] | None = None
+        self.scorers: dict[str, str] = {}  # component -> its scorer (a built-in's name or a class path)
+        self.scorer_args: dict[str, dict] = {}  # component -> its args
         self.waiting = 0  # batches waiting here because no worker has room
         self._freed: asyncio.Event | None = None
         self._queued: dict[str, dict[str, float]] = {}  # per worker: batch id -> when sent, not finished
@@ -194,12 +196,14 @@ class AsyncRewardPoolClient:
         self.router.max_outstanding = self.max_outstanding
         self.components = info.get("components") or []
         self.num_frames = info.get("num_frames")
+        self.scorers, self.scorer_args = info.get("scorers") or {}, info.get("args") or {}
 
     async def describe(self, timeout: float | None = None) -> dict:
-        """What the pool scores with, from one worker's ready(): its components (the keys of a mixture's results)
-        and each one's numFrames (None: every frame)."""
+        """What the pool scores with, from one worker's ready(): its components (the keys of a mixture's results),
+        each one's numFrames (None: every frame), scorer (built-in name or class path) and args."""
         await self._learn(None if timeout is None else time.monotonic() + timeout)
-        return {"components": list(self.components or []), "num_frames": dict(self.num_frames or {})}
+        return {"components": list(self.components or []), "num_frames": dict(self.num_frames or {}),
+                "scorers": dict(self.scorers), "args": {k: dict(v) for k, v in self.scorer_args.items()}}
 
     def _wake(self) -> None:
         if self._freed is not None:

@@ -72,6 +72,7 @@ import torch
 from ..client.async_client import AsyncRewardPoolClient
 from ..errors import SampleError
 from ..records import OutputRef
+from ..scorers.hps import DEFAULT_VERSION as HPS_DEFAULT_VERSION
 from ..scorers.mixture import WEIGHTED
 
 log = logging.getLogger("rewardpool.miles")
@@ -363,8 +364,8 @@ _checked: set = set()
 
 async def check_pool(cfg: HookConfig, client: AsyncRewardPoolClient, args, miles_key: str | None) -> None:
     """At a pool's first call: refuse what would silently change rewards against miles' own flags: the pool's
-    pickscore numFrames against --pickscore-num-frames (when set), and --reward-key against a mixture's
-    components."""
+    pickscore numFrames against --pickscore-num-frames (when set), an hps scorer's version against --hps-version
+    (when set), and --reward-key against a mixture's components."""
     key = (cfg.pool, cfg.namespace, cfg.ray_namespace)
     if key in _checked:
         return
@@ -375,6 +376,13 @@ async def check_pool(cfg: HookConfig, client: AsyncRewardPoolClient, args, miles
         raise ValueError(f"{cfg.namespace}/{cfg.pool} scores pickscore with numFrames {frames['pickscore']} but miles' "
                          f"--pickscore-num-frames is {want}: the rewards would differ from miles'; set the pool's "
                          f"scorer.numFrames to {want} (or drop the flag)")
+    want = getattr(args, "hps_version", None)
+    for name, ref in desc.get("scorers", {}).items():
+        have = desc.get("args", {}).get(name, {}).get("version", HPS_DEFAULT_VERSION)
+        if ref == "hps" and want is not None and have != want:
+            raise ValueError(f"{cfg.namespace}/{cfg.pool} scores {name} with HPS {have} but miles' --hps-version is "
+                             f"{want}: the rewards would differ from miles'; set that scorer's args.version to "
+                             f"{want} (and its modelPath to that checkpoint)")
     if miles_key and len(components) > 1 and miles_key not in [*components, WEIGHTED]:
         raise ValueError(f"miles' --reward-key {miles_key!r} is not a component of {cfg.namespace}/{cfg.pool} "
                          f"({', '.join(components)}, {WEIGHTED}): give the component that key (spec.scorers[].key) "

@@ -170,6 +170,10 @@ class RewardWorker:
                 "warmup_seconds": self.actor.warmup_seconds, "batch_size": self.cfg.scorer.batch_size,
                 "max_queue": MAX_QUEUE, "components": [c.component for c in self.cfg.components],
                 "num_frames": {c.component: c.num_frames for c in self.cfg.components},
+                # what each component is and its args (never a secret: those are refused in args), for callers
+                # that check the pool against their own flags (the miles hook's --hps-version)
+                "scorers": {c.component: c.ref for c in self.cfg.components},
+                "args": {c.component: dict(c.args) for c in self.cfg.components},
                 "frames": frames_declared(self.scorer) if self.scorer is not None else None,
                 "draining": self.draining, "shadow": self.shadow(), "version": self.version, "score_ranges": score_ranges(self.scorer,
                                                                                                self.cfg),

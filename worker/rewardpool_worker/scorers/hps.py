@@ -22,6 +22,7 @@ from ..frames import FrameSubset, to_uint8
 from .device import resolve_device
 
 CHECKPOINTS = {"v2.1": "HPS_v2.1_compressed.pt", "v2.0": "HPS_v2_compressed.pt"}
+DEFAULT_VERSION = "v2.1"  # miles' --hps-version default
 OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)
 OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)
 
@@ -63,7 +64,7 @@ class HpsScorer:
     quantise = "round"  # the framework rounds to uint8 before HPS's preprocessing
     score_range = (0.0, 0.5)  # cosine similarities; trained HPS v2.1 gives about 0.25-0.35
 
-    def __init__(self, model_path: str | None, device: str = "auto", version: str = "v2.1",
+    def __init__(self, model_path: str | None, device: str = "auto", version: str = DEFAULT_VERSION,
                  architecture: str = "ViT-H-14"):
         import open_clip
 
