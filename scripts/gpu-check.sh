@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One command for a machine with an NVIDIA GPU: checks the worker's GPU path and records the PickScore
-# benchmark table there. Run from the repository root:   bash scripts/gpu-check.sh [OUT_DIR]
+# One command for a machine with an NVIDIA GPU: checks the worker's GPU path (PickScore, hps) and records the
+# PickScore and hps benchmark tables there. Run from the repository root:   bash scripts/gpu-check.sh [OUT_DIR]
 #
 # Needs: python3.11+, the repo's worker extra (it creates its own venv under OUT_DIR if `rewardpool` is not
 # importable), a visible GPU, and `ip netns` (root) or nothing else listening: Ray and Mooncake bind loopback.
@@ -47,6 +47,24 @@ print(f"[gpu-check] fp32 cuda vs cpu: worst excess over 1e-3 rel = {worst:.2e}; 
 assert worst <= 1e-4, (gpu, cpu)
 PY
 
+# hps on the GPU (fp16 autocast, as miles scores it) against the CPU's float32: the same images, scores within
+# fp16's reach of each other (a cosine similarity: 2e-3 absolute).
+"$PY" - <<'PY'
+import tempfile, pathlib, torch
+from rewardpool_devcluster import random_hps
+from rewardpool_worker.contract import ScorerConfig
+from rewardpool_worker.scorers import build_scorer
+path, arch = random_hps.build(pathlib.Path(tempfile.mkdtemp()) / "hps", "tiny")
+g = torch.Generator().manual_seed(8)
+outs = [torch.rand(3, 512, 512, generator=g) for _ in range(8)]
+prompts = [f'a poster that reads "hello {i}"' for i in range(len(outs))]
+cpu, gpu = (build_scorer(ScorerConfig(name="hps", model_path=str(path), device=d, args={"architecture": arch}))
+            .score_batch(outs, prompts) for d in ("cpu", "cuda"))
+worst = max(abs(a - b) for a, b in zip(gpu, cpu))
+print(f"[gpu-check] hps fp16-autocast cuda vs fp32 cpu: max diff {worst:.2e}")
+assert worst <= 2e-3, (gpu, cpu)
+PY
+
 run_bench() {  # the benchmark starts a mooncake_master and store clients on loopback
   if [ "$(id -u)" = 0 ] && command -v ip >/dev/null; then
     REWARDPOOL_NETNS=rewardpool-gpu-check PATH="$(dirname "$PY"):$PATH" bash scripts/in-netns.sh "$PY" -m rewardpool_devcluster.bench "$@"
@@ -62,4 +80,6 @@ run_bench score --device cuda --dtype float32 --outputs 64 --large-outputs 64 --
 run_bench score --device cuda --dtype bfloat16 --models clip-h14 --outputs 64 --large-outputs 64 \
   --batch-size 8 --frames 121 --height 384 --width 512 --num-frames 8 --json "$OUT/bench-score-bf16.json" \
   | tee -a "$OUT/bench-score.md"
+# hps images/s per worker: the tests' small config and HPS v2's real ViT-H-14 (random weights), SD3.5's sizes
+run_bench hps --device cuda --models tiny vit-h-14 --sizes 512 1024 --batch 8 --batches 10 | tee -a "$OUT/bench-score.md"
 echo "[gpu-check] done: $OUT/bench-score.md"

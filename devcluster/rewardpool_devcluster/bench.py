@@ -37,6 +37,12 @@ def _bench_score(args) -> int:
     return bench_score(args)
 
 
+def _bench_hps(args) -> int:
+    from .bench_hps import main as bench_hps  # needs the worker extra
+
+    return bench_hps(args)
+
+
 def _bench_judge(args) -> int:
     from .bench_judge import main as bench_judge  # needs the worker extra
 
@@ -91,6 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(score)
     score.set_defaults(func=_bench_score)
 
+    hps = bsub.add_parser("hps", help="hps images/s of one worker by model and image size")
+    from .bench_hps import add_arguments as hps_arguments
+
+    hps_arguments(hps)
+    hps.set_defaults(func=_bench_hps)
     judge = bsub.add_parser("judge", help="openai-judge images/s of one worker by concurrency, loopback server")
     from .bench_judge import add_arguments as judge_arguments
 

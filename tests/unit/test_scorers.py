@@ -106,3 +106,23 @@ def test_pickscore_histogram_buckets_spread_its_real_scores():
     used = {next(i for i, b in enumerate(buckets) if s <= b) for s in scores}
     assert len(used) >= 6, (buckets, scores)  # 0-30 without the division put them all in the first
     assert PickScoreScorer.score_range[1] >= 26 / SCORE_DIVISOR  # the highest logits seen still in range
+
+
+def test_a_worker_imports_only_its_own_scorers_libraries():
+    """Every worker module imported and a mean-intensity scorer built: no model library (open_clip for hps,
+    transformers for pickscore, paddle for OCR) is loaded, so an image without one still serves the
+    others and a pool pays only for its own model's imports."""
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib, pkgutil, sys, rewardpool_worker\n"
+        "for m in pkgutil.walk_packages(rewardpool_worker.__path__, 'rewardpool_worker.'):\n"
+        "    importlib.import_module(m.name)\n"
+        "from rewardpool_worker.contract import ScorerConfig\n"
+        "from rewardpool_worker.scorers import build_scorer\n"
+        "build_scorer(ScorerConfig(name='mean-intensity', device='cpu'))\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'open_clip', 'transformers', 'paddle', 'paddleocr'}))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
