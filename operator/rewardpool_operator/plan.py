@@ -308,16 +308,18 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
     stale = [x for x in unmarked if _hash(x) != want_hash]
 
     # 1. the roll's phase
+    # a lost old worker keeps the roll open for its pass: a pinned version's last one is replaced by a copy, and
+    # a shadow phase still has its version to compare against (the copy), so losing every old worker never
+    # skips the shadow gate
+    lost_stale = [x for x, _ in lost if _hash(x) != want_hash and not _marked(x)]
     old = roll_mod.recorded(old_status, want_hash)
-    against = list((old or {}).get("from") or sorted({_version(x) for x in stale} - {want_version}))
+    against = list((old or {}).get("from") or sorted({_version(x) for x in stale + lost_stale} - {want_version}))
     agreement = _agreement(mine, observed.health, against)
     facts = roll_mod.Facts(want_hash=want_hash, want_version=want_version,
-                           stale_versions=sorted({_version(x) for x in stale}),
+                           stale_versions=sorted({_version(x) for x in stale + lost_stale}),
                            new_serves=any(_hash(x) == want_hash for x in unmarked),
                            shadow_on=spec.rollout.shadow, samples_wanted=spec.rollout.shadowSamples,
                            min_correlation=spec.rollout.shadowMinCorrelation, agreement=agreement)
-    # a lost old worker keeps the roll open for its pass: a pinned version's last one is replaced by a copy
-    lost_stale = [x for x, _ in lost if _hash(x) != want_hash and not _marked(x)]
     st = roll_mod.step(old, facts, rolling=bool(stale or mine or lost_stale), now=now)
     if p.managed:
         p.phase, p.roll = st.phase, (dict(st.record) if st.record else None)

@@ -5,7 +5,8 @@ removal of a worker goes through. The phase is written to status.roll before the
     (no roll) --spec changes--> Shadow --gate passed / shadow off / spec changes--> Replacing --> (no roll)
                            \\------------------ no shadow asked or nothing to compare ----/
 
-- Shadow: a roll to another scorer version with spec.rollout.shadow, while a worker of the old version exists.
+- Shadow: a roll to another scorer version with spec.rollout.shadow, while a worker of the old version exists (or
+  was lost this pass: it is replaced by a copy, so losing every old worker never skips the gate).
   One worker of the new template runs in shadow; the old version serves everything, and lost or missing workers
   are replaced like for like (copies of an old worker), so scale-ups and replacements are never frozen. The gate
   is passed only by the shadow's own samples and correlation, by turning shadow off or by another spec change;
