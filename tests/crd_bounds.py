@@ -622,6 +622,10 @@ CEL_CASES = {
         (False, "hps-no-model", _spec(scorer={"name": "hps"}), ["spec.scorer.modelPath", "hps needs scorer.modelPath"]),
         (True, "hps-with-model", _spec(scorer={"name": "hps", "modelPath": "/m/HPS_v2.1_compressed.pt"}), []),
     ],
+    "!has(self.name) || self.name != 'ocr' || (has(self.modelPath) && self.modelPath != '')": [
+        (False, "ocr-no-model", _spec(scorer={"name": "ocr"}), ["spec.scorer.modelPath", "ocr needs scorer.modelPath"]),
+        (True, "ocr-with-model", _spec(scorer={"name": "ocr", "modelPath": "/models/ocr"}), []),
+    ],
     ("spec.scorer", _HPS_VERSION): [
         (False, "hps-version-unknown", _spec(scorer={"name": "hps", "modelPath": "/m", "args": {"version": "v3"}}),
          ["spec.scorer.args.version", "v2.1 (the default) or v2.0"]),

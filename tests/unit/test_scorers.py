@@ -46,7 +46,7 @@ def test_a_builtin_takes_the_common_path():
 
 
 def test_an_unknown_name_lists_the_builtins():
-    with pytest.raises(ValueError, match="use a built-in \\(pickscore, mean-intensity, hps, openai-judge\\)"):
+    with pytest.raises(ValueError, match="use a built-in \\(pickscore, mean-intensity, hps, ocr, openai-judge\\)"):
         scorer_class("pickscor")
 
 

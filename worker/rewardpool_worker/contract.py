@@ -284,6 +284,9 @@ BUILTIN_SCORERS: dict[str, BuiltinScorer] = {
     # HPS v2's open_clip ViT-H-14 (986M parameters); images only, so it reads whole outputs
     "hps": BuiltinScorer("rewardpool_worker.scorers.hps:HpsScorer", model_bytes=4 * 2**30,
                          gpu_bytes_per_frame=64 * 2**20),
+    # PaddleOCR 2.x on the CPU (as miles runs it, GPU or not): small det/rec models, paddle's runtime and its
+    # oneDNN buffers make up most of the memory
+    "ocr": BuiltinScorer("rewardpool_worker.scorers.ocr:OcrScorer", model_bytes=1 * 2**30),
     # a model behind an OpenAI-compatible endpoint: nothing loaded here, no GPU
     "openai-judge": BuiltinScorer("rewardpool_worker.scorers.openai_judge:OpenAIJudgeScorer"),
 }
