@@ -43,6 +43,12 @@ def _bench_hps(args) -> int:
     return bench_hps(args)
 
 
+def _bench_ocr(args) -> int:
+    from .bench_ocr import main as bench_ocr  # needs the worker extra
+
+    return bench_ocr(args)
+
+
 def _bench_judge(args) -> int:
     from .bench_judge import main as bench_judge  # needs the worker extra
 
@@ -102,6 +108,11 @@ def main(argv: list[str] | None = None) -> int:
 
     hps_arguments(hps)
     hps.set_defaults(func=_bench_hps)
+    ocr = bsub.add_parser("ocr", help="ocr images/s of one worker (PaddleOCR on the CPU) by image size")
+    from .bench_ocr import add_arguments as ocr_arguments
+
+    ocr_arguments(ocr)
+    ocr.set_defaults(func=_bench_ocr)
     judge = bsub.add_parser("judge", help="openai-judge images/s of one worker by concurrency, loopback server")
     from .bench_judge import add_arguments as judge_arguments
 

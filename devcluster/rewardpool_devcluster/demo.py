@@ -1,10 +1,13 @@
-"""The demo on its environment (environment.py): a 2-worker PickScore RewardPool of real containers on the real
-node, then a training job's reward step scoring generated videos through it, and what to look at next.
+"""The demo on its environment (environment.py): a 2-worker RewardPool of real containers on the real node
+scoring as the origin's SD3.5 run scored (PickScore + HPS + OCR, miles' weighted mixture, its reward names as
+keys), then a training job's reward step scoring generated images whose prompts quote the text to render, and
+what to look at next.
 
-The workers run the production PickScore scorer on a CLIP with random weights (nothing can be downloaded
-here), built once per version into the cache and served to the pods from a local PersistentVolume, as a real
-cluster serves model weights from a volume. Its size is the demo's option (REWARDPOOL_DEMO_MODEL: tiny, small
-by default, or clip-h14, PickScore's own shapes, which two cores score at ~0.15 frames/s)."""
+The workers run the production scorers on models with random weights (nothing can be downloaded here): a CLIP
+for PickScore (its size is the demo's option, REWARDPOOL_DEMO_MODEL: tiny, small by default, or clip-h14,
+PickScore's own shapes), HPS's open_clip on a small config, PaddleOCR's pipeline on small networks; each built
+once per version into the cache and served to the pods from a local PersistentVolume, as a real cluster serves
+model weights from a volume."""
 from __future__ import annotations
 
 import hashlib
@@ -19,13 +22,15 @@ from .incluster import MODELS_DIR, job_result, real_node_pool, rollout_job_objec
 from .realnode_config import NODE_NAME
 
 NS = "demo"
-POOL = "pickscore-demo"
+POOL = "sd35-demo"
 ATTACHMENT = f"{NS}/macvlan-store"
 MODEL_CLAIM = "demo-model"
-# The rollout's videos: LTX-2.3's 121 frames, (C, F, H, W) uint8 as the framework lays them out, scaled down in
-# height and width; PickScore picks 3 frames, so a worker reads 3/121 of each output.
-SAMPLES, FRAMES, HEIGHT, WIDTH, NUM_FRAMES = 32, 121, 96, 128, 3
+# The rollout's images: SD3.5 outputs, (C, 1, H, W) uint8 (a one-frame video, as the framework lays images out),
+# scaled down; each prompt quotes the text the image should show (the OCR reward's target).
+SAMPLES, FRAMES, HEIGHT, WIDTH = 32, 1, 256, 256
 OUTPUT_BYTES = 3 * FRAMES * HEIGHT * WIDTH
+PROMPT = 'a shop sign that reads "Grand Opening {i}"'
+COMPONENTS = ("pickscore", "hps", "ocr")
 
 
 def run(env: Environment, t0: float) -> int:
@@ -33,12 +38,12 @@ def run(env: Environment, t0: float) -> int:
     `t0`: when the demo began, environment included."""
     size = os.environ.get("REWARDPOOL_DEMO_MODEL", "small")
     env.kubectl("create", "namespace", NS, check=False)
-    model = demo_model(size)
-    env.apply([env.node.macvlan_attachment(NS), *model_volume(model)])
-    if not _pool_ready(env, f"{MODELS_DIR}/{model.name}"):
+    models = demo_models(size)
+    env.apply([env.node.macvlan_attachment(NS), *model_volume(models["pickscore"])])
+    if not _pool_ready(env, {k: f"{MODELS_DIR}/{m.name}" for k, m in models.items()}):
         return 1
-    step(f"a rollout job puts {SAMPLES} generated videos (LTX-2.3-shaped (3, {FRAMES}, {HEIGHT}, {WIDTH}) uint8) "
-         "into the store, scores them through the pool client, releases them")
+    step(f"a rollout job puts {SAMPLES} generated images (SD3.5 outputs, (3, 1, {HEIGHT}, {WIDTH}) uint8, prompts "
+         "like '" + PROMPT.format(i=0) + "') into the store, scores them through the pool client, releases them")
     result = _rollout(env)
     if result is None:
         return 1
@@ -46,22 +51,33 @@ def run(env: Environment, t0: float) -> int:
     return 0
 
 
-def demo_model(size: str) -> Path:
-    """The random-weight CLIP the workers load, built once per (size, builder, transformers version)."""
+def demo_models(size: str) -> dict[str, Path]:
+    """The random-weight models the workers load, each built once per (builder, library version) into one cache
+    directory (the volume's): PickScore's CLIP of `size`, HPS's small open_clip, PaddleOCR's models."""
+    import open_clip
+    import paddle
     import transformers
 
-    from . import random_clip
+    from . import random_clip, random_hps, random_ocr
 
-    key = hashlib.sha256(f"{size} {transformers.__version__} ".encode()
-                         + Path(random_clip.__file__).read_bytes()).hexdigest()[:12]
     cache = Path(os.environ.get("REWARDPOOL_CACHE", Path.home() / ".cache" / "rewardpool")) / "models"
-    path = cache / f"clip-{size}-{key}"
-    if not (path / ".complete").exists():
-        step(f"building the demo's random-weight CLIP ({size}) into {path} (once per version)")
-        shutil.rmtree(path, ignore_errors=True)
-        random_clip.build(path, size)
-        (path / ".complete").touch()
-    return path
+    builds = {
+        "pickscore": (f"clip-{size}", f"{size} {transformers.__version__}", random_clip,
+                      lambda p: random_clip.build(p, size)),
+        "hps": ("hps-tiny", f"tiny {open_clip.__version__}", random_hps, lambda p: random_hps.build(p, "tiny")),
+        "ocr": ("ppocr-random", f"{paddle.__version__}", random_ocr, lambda p: random_ocr.build(p)),
+    }
+    out = {}
+    for component, (name, version, module, build) in builds.items():
+        key = hashlib.sha256(f"{version} ".encode() + Path(module.__file__).read_bytes()).hexdigest()[:12]
+        path = cache / f"{name}-{key}"
+        if not (path / ".complete").exists():
+            step(f"building the demo's random-weight {component} model into {path} (once per version)")
+            shutil.rmtree(path, ignore_errors=True)
+            build(path)
+            (path / ".complete").touch()
+        out[component] = path
+    return out
 
 
 def model_volume(model: Path) -> list[dict]:
@@ -80,16 +96,29 @@ def model_volume(model: Path) -> list[dict]:
     ]
 
 
-def _pool_ready(env: Environment, model_path: str) -> bool:
-    step("applying a 2-worker PickScore RewardPool on the real node (macvlan secondary network, tcp store, the "
-         "model from the volume, read slots sized for the picked frames)")
+def pool_scorers(paths: dict[str, str]) -> tuple[dict, list[dict]]:
+    """The pool's scorer (what the components share) and its components: miles' SD3.5 mixture, ocr optional (a
+    prompt without quoted text scores the others)."""
+    from .random_hps import TINY
+
+    shared = {"batchSize": 4}
+    return shared, [
+        {"name": "pickscore", "modelPath": paths["pickscore"], "weight": 1.0, "modelMemory": "512Mi",
+         "framesPerForward": 12},
+        {"name": "hps", "modelPath": paths["hps"], "args": {"architecture": TINY}, "weight": 1.0,
+         "modelMemory": "256Mi"},
+        {"name": "ocr", "modelPath": paths["ocr"], "weight": 1.0, "required": False, "modelMemory": "512Mi"}]
+
+
+def _pool_ready(env: Environment, paths: dict[str, str]) -> bool:
+    step("applying a 2-worker RewardPool scoring pickscore + hps + ocr on the real node (macvlan secondary "
+         "network, tcp store, the models from the volume)")
     k = env.kubectl
     t_apply = time.monotonic()
-    scorer = {"name": "pickscore", "numFrames": NUM_FRAMES, "batchSize": 4, "modelPath": model_path,
-              "modelMemory": "512Mi", "framesPerForward": 12}
+    scorer, scorers = pool_scorers(paths)
     env.apply([real_node_pool(POOL, NS, env.node.images.worker, replicas=2, attachment=ATTACHMENT, scorer=scorer,
-                              samples=SAMPLES, output_bytes=str(OUTPUT_BYTES), frames_per_sample=FRAMES,
-                              model_claim=MODEL_CLAIM)])
+                              scorers=scorers, samples=SAMPLES, output_bytes=str(OUTPUT_BYTES),
+                              frames_per_sample=FRAMES, model_claim=MODEL_CLAIM)])
     deadline = time.monotonic() + 300
     while k("wait", "--for=condition=Ready", "-n", NS, f"rewardpool/{POOL}", "--timeout=10s",
             check=False).returncode != 0:
@@ -112,7 +141,8 @@ def _rollout(env: Environment) -> dict | None:
     """The job's JSON result, or None (its log printed) when it did not succeed."""
     k = env.kubectl
     env.apply(rollout_job_objects("rollout", NS, env.node.images.worker, POOL, samples=SAMPLES, frames=FRAMES,
-                                  height=HEIGHT, width=WIDTH, batch=4, attachment=ATTACHMENT))
+                                  height=HEIGHT, width=WIDTH, batch=4, attachment=ATTACHMENT, pattern="poster",
+                                  prompt=PROMPT))
     deadline = time.monotonic() + 300
     while True:
         st = json.loads(k("get", "job", "-n", NS, "rollout", "-o", "json").stdout).get("status", {})
@@ -159,11 +189,13 @@ def _report(env: Environment, r: dict, t0: float, size: str) -> None:
     print()
     print(f"scored {r['scored']} outputs in {r['seconds']:.2f} s ({r['scored'] / r['seconds']:.1f} outputs/s) "
           f"across {r['workers']} workers; {r['left']} left in the store")
-    print(f"first scores: {r['first_scores']}  (PickScore on the random-weight `{size}` CLIP: real code, "
-          "meaningless values)")
-    print(f"per output, on the workers: read {w['read_s'] * 1000:.1f} ms ({w['read_bytes'] / 1e3:.0f} kB moved: "
-          f"{NUM_FRAMES} of {FRAMES} frames of a {OUTPUT_BYTES / 1e6:.2f} MB output), score "
-          f"{w['score_s'] * 1000:.1f} ms ({w['outputs']} outputs)")
+    means = r.get("component_means") or {}
+    print("mean per component: " + ", ".join(f"{k} {means.get(k)}" for k in (*COMPONENTS, "weighted"))
+          + f"  (random weights: real code, meaningless values; PickScore on the `{size}` CLIP)")
+    print(f"first scores: {r['first_scores'][:2]}")
+    print(f"per output, on the workers: read {w['read_s'] * 1000:.1f} ms ({w['read_bytes'] / 1e3:.0f} kB moved of "
+          f"a {OUTPUT_BYTES / 1e3:.0f} kB image), score {w['score_s'] * 1000:.1f} ms by the three scorers "
+          f"({w['outputs']} outputs)")
     print()
     print(k("get", "nodes", "-o", "wide").stdout)  # the real node next to the kwok ones
     print(k("get", "rp", "-A").stdout)

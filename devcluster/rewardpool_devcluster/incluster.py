@@ -83,11 +83,12 @@ MODELS_DIR = "/models"  # where a pool's model volume is mounted in the worker c
 def real_node_pool(name: str, namespace: str, image: str, *, replicas: int = 2, attachment: str | None = None,
                    infra_ns: str = INFRA_NS, samples: int = 8, output_bytes: str = "4M",
                    drain_timeout: int = 120, cpu: str = "500m", scorer: dict | None = None,
+                   scorers: list[dict] | None = None,
                    frames_per_sample: int | None = None, model_claim: str | None = None,
                    ray_head: str = "ray-head", gcs_reconnect: int | None = None) -> dict:
     """A RewardPool whose workers run on the real node: selected by its label, tolerating its taint, tcp store
     (the node is labelled RDMA-capable for placement but has no RDMA device); the mean-intensity scorer unless
-    `scorer` says otherwise. `model_claim`: a PersistentVolumeClaim mounted read-only at MODELS_DIR.
+    `scorer` says otherwise (or `scorers`: a mixture, `scorer` then holding what they share). `model_claim`: a PersistentVolumeClaim mounted read-only at MODELS_DIR.
     `gcs_reconnect`: the Ray head's GCS is fault tolerant (spec.ray.gcsFaultTolerance with this timeout)."""
     spec = {
         "replicas": replicas, "image": image,
@@ -109,6 +110,8 @@ def real_node_pool(name: str, namespace: str, image: str, *, replicas: int = 2, 
         "podTemplate": {"spec": {"containers": [{"name": "worker", "imagePullPolicy": "IfNotPresent",
                                                  "env": [{"name": "REWARDPOOL_RAY_CPUS", "value": "1"}]}]}},
     }
+    if scorers:  # a mixture: `scorer` holds what the components share
+        spec["scorers"] = scorers
     if attachment:
         spec["network"] = {"attachment": attachment}
     if frames_per_sample:
@@ -126,7 +129,7 @@ def rollout_job_objects(name: str, namespace: str, image: str, pool: str, *, sam
                         attachment: str | None = None, infra_ns: str = INFRA_NS, scale: float = 1.0,
                         pattern: str = "uniform", hold: float = 0.0, ray_head: str = "ray-head",
                         gcs_reconnect: int | None = None, group: str | None = None,
-                        stop_file: str | None = None) -> list[dict]:
+                        stop_file: str | None = None, prompt: str | None = None) -> list[dict]:
     """A ConfigMap holding rollout_job.py and a Job running it on the real node (a training job's reward step).
     `gcs_reconnect`: its Ray node and driver wait that long for an unreachable GCS (a fault-tolerant head)."""
     from pathlib import Path
@@ -136,7 +139,8 @@ def rollout_job_objects(name: str, namespace: str, image: str, pool: str, *, sam
             f"--ray={ray_head}.{infra_ns}.svc.cluster.local:{RAY_PORT}", f"--samples={samples}",
             f"--frames={frames}", f"--height={height}", f"--width={width}", f"--batch={batch}",
             f"--rounds={rounds}", f"--pause={pause}", f"--scale={scale}", f"--pattern={pattern}", f"--hold={hold}",
-            *([f"--group={group}"] if group else []), *([f"--stop-file={stop_file}"] if stop_file else [])]
+            *([f"--group={group}"] if group else []), *([f"--stop-file={stop_file}"] if stop_file else []),
+            *([f"--prompt={prompt}"] if prompt else [])]
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-script", "namespace": namespace},
           "data": {"rollout_job.py": script}}
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace},

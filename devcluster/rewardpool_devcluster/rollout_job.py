@@ -54,6 +54,21 @@ def tcp_peers() -> list[list[str]]:
     return out
 
 
+def _rounded(score):
+    """A score, or a mixture's dict of them, to 4 digits."""
+    return {k: round(v, 4) for k, v in score.items()} if isinstance(score, dict) else round(score, 4)
+
+
+def _component_means(scores: list) -> dict:
+    """A mixture's mean per component over the samples that component scored (NaN: an optional one refused)."""
+    keys = sorted({k for s in scores if isinstance(s, dict) for k in s})
+    out = {}
+    for k in keys:
+        vals = [s[k] for s in scores if isinstance(s, dict) and s.get(k) == s.get(k)]
+        out[k] = round(sum(vals) / len(vals), 4) if vals else None
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("pool")
@@ -70,7 +85,10 @@ def main() -> int:
     ap.add_argument("--hold", type=float, default=0.0,
                     help="seconds each round's outputs wait in the store before they are scored (fault tests)")
     ap.add_argument("--scale", type=float, default=1.0, help="brightness of the videos (1: uniform in 0..255)")
-    ap.add_argument("--pattern", choices=["uniform", "last-frame"], default="uniform")
+    ap.add_argument("--pattern", choices=["uniform", "last-frame", "poster"], default="uniform",
+                    help="poster: a dark image with light text lines (SD3.5 posters, for the OCR reward)")
+    ap.add_argument("--prompt", default="a generated video",
+                    help="each sample's prompt; {i} is its index (e.g. 'a poster that reads \"Sale {i}\"')")
     ap.add_argument("--group", default=None,
                     help="one group key for every call (a rollout pinned to one scorer version through a roll)")
     ap.add_argument("--stop-file", default=None,
@@ -128,16 +146,16 @@ def main() -> int:
                 counts["put_retries"] += 1
                 time.sleep(0.5)
 
-    def score_until_done(items: list[tuple[str, object, object]]) -> None:
-        """items: (name, video, ref). Every name gets exactly one score."""
+    def score_until_done(items: list[tuple[str, object, object, str]]) -> None:
+        """items: (name, video, ref, prompt). Every name gets exactly one score."""
         since, attempt = time.monotonic(), 0
         while items:
-            report = client.submit_detailed([ref for _, _, ref in items], ["a generated video"] * len(items),
+            report = client.submit_detailed([ref for _, _, ref, _ in items], [p for *_, p in items],
                                             group=args.group).result()
             got = report.results
             versions.append(report.version)
             again = []
-            for (name, video, ref), s in zip(items, got):
+            for (name, video, ref, prompt), s in zip(items, got):
                 if not isinstance(s, SampleError):
                     assert name not in scores, f"{name} scored twice"
                     scores[name] = s
@@ -146,7 +164,7 @@ def main() -> int:
                 if not isinstance(s.cause, again_causes) or time.monotonic() - since > args.fault_seconds:
                     raise s
                 releaser.failed([ref])
-                again.append((name, video, None))
+                again.append((name, video, None, prompt))
             if len(again) < len(items):
                 scored_at.append(round(time.time(), 2))
             items = []
@@ -154,10 +172,10 @@ def main() -> int:
                 counts["asked_again"] += len(again)
                 attempt += 1
                 time.sleep(0.5)
-                for name, video, _ in again:
+                for name, video, _, prompt in again:
                     ref = put(f"{name}/a{attempt}", video)
                     releaser.expect([ref])
-                    items.append((name, video, ref))
+                    items.append((name, video, ref, prompt))
 
     t_score = 0.0
     rounds = 0
@@ -171,10 +189,15 @@ def main() -> int:
             video = (torch.rand(3, args.frames, args.height, args.width, generator=g) * 255 * args.scale)
             if args.pattern == "last-frame":  # only the last frame lit: frame rules that differ score it apart
                 video[:, :-1] = 0
+            elif args.pattern == "poster":  # dark, with two light lines where text would be
+                video *= 0.1
+                for top in (args.height // 4, args.height // 2 + args.height // 8):
+                    video[:, :, top:top + max(args.height // 8, 4), args.width // 10:args.width - args.width // 10] = \
+                        240 + 15 * torch.rand(1, generator=g)
             video = video.to(torch.uint8)
             name = f"{args.namespace}/{args.pool}/r{r}/s{i}"
-            items.append((name, video, put(name, video)))
-        releaser.expect([ref for _, _, ref in items])
+            items.append((name, video, put(name, video), args.prompt.replace("{i}", str(i))))
+        releaser.expect([item[2] for item in items])
         if args.hold:  # the round's outputs wait in the store before they are scored (a fault finds them there)
             time.sleep(args.hold)
         batches = [items[i:i + args.batch] for i in range(0, len(items), args.batch)]
@@ -195,8 +218,9 @@ def main() -> int:
                       "retries": client.retries, "released": releaser.stats.released,
                       "release_failures": releaser.stats.release_failures, "pending": releaser.pending,
                       "failed_released": releaser.stats.failed_released,
-                      "first_scores": [round(scores[f"{args.namespace}/{args.pool}/r0/s{i}"], 4)
+                      "first_scores": [_rounded(scores[f"{args.namespace}/{args.pool}/r0/s{i}"])
                                        for i in range(min(4, args.samples))], "left": left,
+                      "component_means": _component_means(list(scores.values())),
                       "store_outages": client.store_outages, "scored_at": scored_at, **counts,
                       "versions": sorted({v for v in versions if v}), "version_switches": sum(
                           1 for a, b in zip(versions, versions[1:]) if a and b and a != b),

@@ -15,8 +15,9 @@ from rewardpool_worker.runtime.metrics import WorkerMetrics
 
 
 def test_the_demo_pool_with_its_model_volume_passes_the_operators_checks():
-    scorer = {"name": "pickscore", "numFrames": demo.NUM_FRAMES, "batchSize": 4, "modelPath": "/models/clip-small"}
-    obj = real_node_pool(demo.POOL, demo.NS, "localhost/w:1", scorer=scorer, samples=demo.SAMPLES,
+    scorer, scorers = demo.pool_scorers({"pickscore": "/models/clip-small", "hps": "/models/hps-tiny",
+                                         "ocr": "/models/ppocr"})
+    obj = real_node_pool(demo.POOL, demo.NS, "localhost/w:1", scorer=scorer, scorers=scorers, samples=demo.SAMPLES,
                          output_bytes=str(demo.OUTPUT_BYTES), frames_per_sample=demo.FRAMES,
                          model_claim=demo.MODEL_CLAIM)
     pool = Pool.from_object({**obj, "metadata": {**obj["metadata"], "uid": "u"}})
@@ -25,8 +26,11 @@ def test_the_demo_pool_with_its_model_volume_passes_the_operators_checks():
     assert [p.reason for p in validate.check(pool.spec, pod) if p.blocking] == []
     worker = next(c for c in pod["spec"]["containers"] if c["name"] == "worker")
     assert {"name": "models", "mountPath": "/models", "readOnly": True} in worker["volumeMounts"]
-    # 3 of 121 frames per output in each read slot, not the whole output
-    assert size.read_buffer_bytes == 4 * -(-demo.OUTPUT_BYTES // demo.FRAMES) * demo.NUM_FRAMES
+    # miles' SD3.5 mixture under miles' reward names, ocr optional (a prompt without quoted text scores the rest)
+    assert [c.get("name") for c in pool.spec.model_dump(by_alias=True)["scorers"]] == list(demo.COMPONENTS)
+    assert [c.get("required", True) for c in scorers] == [True, True, False]
+    # the models' memory is the demo's own figures, not the built-ins' defaults (4 GiB each for real weights)
+    assert size.model_bytes < 2 * 2**30, size
 
 
 def test_the_model_volume_binds_its_claim_on_the_real_node():
