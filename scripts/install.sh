@@ -7,6 +7,7 @@
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+rp_install_lock "$@"
 target="${1:-test}"
 case "$target" in demo|test) ;; *) echo "usage: install.sh demo|test" >&2; exit 2 ;; esac
 times="${REWARDPOOL_INSTALL_TIMES:-}"

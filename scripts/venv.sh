@@ -4,6 +4,7 @@
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
+rp_install_lock "$@"
 extras="${REWARDPOOL_EXTRAS:-worker,dev}"
 cache="${REWARDPOOL_CACHE:-$HOME/.cache/rewardpool}"
 # The venv is keyed by the resolved dependency list (not the whole pyproject), so unrelated edits reuse it.

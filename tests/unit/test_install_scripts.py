@@ -146,3 +146,44 @@ def test_shellcheck(script):
     # plain `shellcheck <script>`, as a person runs it: .shellcheckrc makes it follow scripts/lib.sh
     res = subprocess.run([exe, str(script.relative_to(REPO))], cwd=REPO, capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def _locker(cache: Path, hold: float, wait: str = "60") -> subprocess.Popen:
+    """A stand-in install: takes the install lock of `cache`, says so, holds it `hold` seconds."""
+    code = f'source "{REPO}/scripts/lib.sh"; rp_install_lock test; echo "got it $(date +%s.%N)"; sleep {hold}'
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(cache.parent), "REWARDPOOL_CACHE": str(cache),
+           "REWARDPOOL_INSTALL_WAIT": wait}
+    return subprocess.Popen(["bash", "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def test_a_second_install_waits_for_the_first_naming_it(tmp_path):
+    import time
+
+    first = _locker(tmp_path / "cache", 3)
+    time.sleep(1)
+    second = _locker(tmp_path / "cache", 0)
+    out1, _ = first.communicate(timeout=30)
+    out2, err2 = second.communicate(timeout=30)
+    assert first.returncode == 0 and second.returncode == 0, err2
+    assert "another install holds" in err2 and f"pid {first.pid}" in err2, err2
+    assert "waiting for it" in err2 and "the other install is done" in err2
+    # the second got the lock only after the first let it go (3 s held)
+    assert float(out2.split()[-1]) - float(out1.split()[-1]) >= 2.5
+    assert not (tmp_path / "cache" / "install.lock.d").exists()  # released at exit
+
+
+def test_a_second_install_that_will_not_wait_fails_at_once_and_a_dead_holder_is_taken_over(tmp_path):
+    first = _locker(tmp_path / "cache", 5)
+    import time
+
+    time.sleep(1)
+    second = _locker(tmp_path / "cache", 0, wait="0")
+    _, err = second.communicate(timeout=10)
+    assert second.returncode != 0 and "one make target at a time" in err, err
+    first.kill()  # killed: its EXIT trap never runs, its lock directory stays
+    first.wait()
+    assert (tmp_path / "cache" / "install.lock.d").exists()
+    third = _locker(tmp_path / "cache", 0, wait="0")
+    out, err = third.communicate(timeout=10)
+    assert third.returncode == 0 and "got it" in out, err
