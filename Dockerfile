@@ -52,8 +52,10 @@ CMD ["operator", "--log-json"]
 FROM runtime AS worker-deps
 ARG PIP_CERT
 ARG PIP_CACHE_DIR
-# libibverbs (even for tcp), libcurl and libnuma: what the Mooncake wheels (store client, mooncake_master) link to
+# libibverbs (even for tcp), libcurl and libnuma: what the Mooncake wheels (store client, mooncake_master) link to;
+# libgl1 and libglib2.0-0: what OpenCV's wheels (paddleocr's cv2, for the ocr built-in) link to
 RUN apt-get update && apt-get install -y --no-install-recommends libibverbs1 ibverbs-providers libcurl4 libnuma1 \
+      libgl1 libglib2.0-0 \
     && rm -rf /var/lib/apt/lists/*
 # The heavy layer (torch with its CUDA libraries from PyPI, Ray, Mooncake, transformers): several GB, built once.
 COPY --from=requirements /tmp/worker.txt /app/requirements.txt

@@ -82,6 +82,16 @@ for target in operator worker; do
     log "buildah bud --target $target (cold: operator ~1 min, worker ~7 min: torch and its CUDA libraries from PyPI; a code change: seconds)"
     bud "$target" "$ref"
     log "built $ref in $(( $(date +%s) - t0 ))s ($("${B[@]}" images --format '{{.Size}}' "$ref" | head -1))"
+    if [ "$target" = worker ]; then  # every built-in's libraries load in the image (the host's venv has
+      # system libraries a slim image lacks: OpenCV's libGL was one)
+      c=$("${B[@]}" from --pull-never "$ref")
+      "${B[@]}" run --isolation chroot "$c" -- python3 -c 'import torch, transformers, open_clip, cv2, paddle, paddleocr, Levenshtein, mooncake.store, ray' \
+        >"$IMG/smoke-worker.log" 2>&1 \
+        || { log "the worker image cannot import a built-in's libraries:"; tail -15 "$IMG/smoke-worker.log" >&2;
+             "${B[@]}" rm "$c" >/dev/null; "${B[@]}" rmi "$ref" >/dev/null; exit 1; }
+      "${B[@]}" rm "$c" >/dev/null
+      log "the worker image imports every built-in's libraries"
+    fi
     # the previous tree's image of this target goes; the layer cache (buildah's intermediate images) stays:
     # it is what makes the next code change cheap. It grows only when the dependencies change (then
     # `rm -rf ~/.cache/rewardpool/images` starts afresh).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One command for a machine with an NVIDIA GPU: checks the worker's GPU path (PickScore, hps) and records the
-# PickScore and hps benchmark tables there. Run from the repository root:   bash scripts/gpu-check.sh [OUT_DIR]
+# PickScore, hps and ocr (CPU) benchmark tables there. Run from the repository root:   bash scripts/gpu-check.sh [OUT_DIR]
 #
 # Needs: python3.11+, the repo's worker extra (it creates its own venv under OUT_DIR if `rewardpool` is not
 # importable), a visible GPU, and `ip netns` (root) or nothing else listening: Ray and Mooncake bind loopback.
@@ -82,4 +82,6 @@ run_bench score --device cuda --dtype bfloat16 --models clip-h14 --outputs 64 --
   | tee -a "$OUT/bench-score.md"
 # hps images/s per worker: the tests' small config and HPS v2's real ViT-H-14 (random weights), SD3.5's sizes
 run_bench hps --device cuda --models tiny vit-h-14 --sizes 512 1024 --batch 8 --batches 10 | tee -a "$OUT/bench-score.md"
+# ocr runs on the CPU on any machine (as miles runs it): its images/s on this machine's cores
+run_bench ocr --sizes 512 1024 --batch 4 --batches 10 | tee -a "$OUT/bench-score.md"
 echo "[gpu-check] done: $OUT/bench-score.md"

@@ -54,18 +54,16 @@ def run(env: Environment, t0: float) -> int:
 def demo_models(size: str) -> dict[str, Path]:
     """The random-weight models the workers load, each built once per (builder, library version) into one cache
     directory (the volume's): PickScore's CLIP of `size`, HPS's small open_clip, PaddleOCR's models."""
-    import open_clip
-    import paddle
-    import transformers
+    from importlib.metadata import version as installed
 
     from . import random_clip, random_hps, random_ocr
 
     cache = Path(os.environ.get("REWARDPOOL_CACHE", Path.home() / ".cache" / "rewardpool")) / "models"
     builds = {
-        "pickscore": (f"clip-{size}", f"{size} {transformers.__version__}", random_clip,
+        "pickscore": (f"clip-{size}", f"{size} {installed('transformers')}", random_clip,
                       lambda p: random_clip.build(p, size)),
-        "hps": ("hps-tiny", f"tiny {open_clip.__version__}", random_hps, lambda p: random_hps.build(p, "tiny")),
-        "ocr": ("ppocr-random", f"{paddle.__version__}", random_ocr, lambda p: random_ocr.build(p)),
+        "hps": ("hps-tiny", f"tiny {installed('open_clip_torch')}", random_hps, lambda p: random_hps.build(p, "tiny")),
+        "ocr": ("ppocr-random", installed("paddlepaddle"), random_ocr, lambda p: random_ocr.build(p)),
     }
     out = {}
     for component, (name, version, module, build) in builds.items():
