@@ -91,9 +91,12 @@ class RewardWorker:
         t0 = time.perf_counter()
         self.scorer = build_scorers(self.cfg)
         self.load_seconds = time.perf_counter() - t0
+        # inline outputs held at once: at most what the read slots hold (the formula counts the slots, so a pool
+        # fed inline tensors can hold that much again; README, "Inline outputs")
         self.actor = StoredOutputRewardActor(self.scorer, self.readers, batch_size=self.cfg.scorer.batch_size,
                                              max_batch_bytes=cap, wedge_floor_seconds=self.cfg.wedge_floor_seconds,
-                                             max_queue=MAX_QUEUE, component=self.cfg.components[0].component)
+                                             max_queue=MAX_QUEUE, component=self.cfg.components[0].component,
+                                             max_inline_bytes=READ_SLOTS * cap)
         self.actor.warm_up()
         self.actor.score_log.clear()  # the warm-up forward's scores are no one's
         log.info("model loaded in %.2fs, warm-up forward %.2fs", self.load_seconds, self.actor.warmup_seconds)

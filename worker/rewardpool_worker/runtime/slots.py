@@ -18,7 +18,7 @@ import torch
 
 from ..contract import READ_SLOTS
 from ..errors import BatchTooLarge, Cancelled, Overloaded, ScorerError
-from ..frames import picked_frames
+from ..frames import inline_bytes, picked_frames
 from ..records import OutputRef
 from ..scorers import frames_declared
 from ..scorers.base import option, warm_up
@@ -47,13 +47,19 @@ class StoredOutputRewardActor:
     def __init__(self, scorer, reader: RegisteredTensorReader | list[RegisteredTensorReader] | None,
                  batch_size: int | None = None, max_batch_bytes: int = 0,
                  wedge_floor_seconds: float = WEDGE_FLOOR_SECONDS, max_queue: int = 0, ranged_reads: bool = True,
-                 component: str = "score"):
+                 component: str = "score", max_inline_bytes: int = 0):
         self.scorer = scorer
         self.component = component  # the name a single scorer's float scores are logged under
         # The frames each scorer picks when all of them declare it: a stored video is then read as those
         # frames' byte ranges only (None, or ranged_reads off: whole outputs).
         self.frame_counts = frames_declared(scorer) if ranged_reads else None
         self.max_queue = max_queue  # 0: no limit; else batches accepted beyond it are refused (Overloaded)
+        # Inline outputs arrive in the call's arguments: the worker holds them from acceptance, while they wait
+        # for a read slot too. Beyond this many bytes held at once (0: no bound) another inline batch is refused
+        # (Overloaded: the client waits and sends it again); one is always taken, however large, so none starves.
+        self.max_inline_bytes = max_inline_bytes
+        self.inline_bytes = 0
+        self.peak_inline_bytes = 0
         self._active: set = set()  # batch ids accepted and not finished
         self._cancelled: set = set()  # of those, the ones their caller gave up on
         readers = reader if isinstance(reader, list) else [reader] * (reader is not None)
@@ -135,12 +141,20 @@ class StoredOutputRewardActor:
         if not outputs:
             return []
         accepted = time.perf_counter()
+        inline = sum(inline_bytes(o) for o in outputs)
         with self._lock:
             if self.max_queue and self.in_flight >= self.max_queue:
                 self.refused += 1
                 raise Overloaded(f"{self.in_flight} batches queued, the limit is {self.max_queue}")
+            if self.max_inline_bytes and inline and self.inline_bytes \
+                    and self.inline_bytes + inline > self.max_inline_bytes:
+                self.refused += 1
+                raise Overloaded(f"{self.inline_bytes} bytes of inline outputs held, {inline} more would pass the "
+                                 f"bound of {self.max_inline_bytes} (the read slots' size)")
             self.in_flight += 1
             self.pending_bytes += nbytes
+            self.inline_bytes += inline
+            self.peak_inline_bytes = max(self.peak_inline_bytes, self.inline_bytes)
             if batch_id is not None:
                 self._active.add(batch_id)
         try:
@@ -161,6 +175,7 @@ class StoredOutputRewardActor:
             with self._lock:
                 self.in_flight -= 1
                 self.pending_bytes -= nbytes
+                self.inline_bytes -= inline
                 self._active.discard(batch_id)
                 self._cancelled.discard(batch_id)
 
@@ -235,6 +250,7 @@ class StoredOutputRewardActor:
             since = self.model_since
             busy = time.monotonic() - since if since is not None else 0.0
             snap = {"queue_depth": self.in_flight, "in_flight": self.in_flight, "pending_bytes": self.pending_bytes,
+                    "inline_bytes": self.inline_bytes, "peak_inline_bytes": self.peak_inline_bytes,
                     "holding": self.holding, "peak_holding": self.peak_holding, "batches": self.batches,
                     "outputs": self.outputs,
                     "refused": self.refused,
