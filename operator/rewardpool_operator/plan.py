@@ -413,7 +413,8 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
         name = _name(pod)
         v = drain_mod.verdict(name, observed.health.get(name), sizing.per_worker_bytes > 0,
                               observed.segment_used.get(name), now - started_at[name], spec.drainTimeoutSeconds,
-                              observed.unreachable_for.get(name, 0.0), is_ready(pod))
+                              observed.unreachable_for.get(name, 0.0), is_ready(pod),
+                              usage_watched=spec.store.metricsAddress is not None)
         if v.action == "delete":
             p.delete.append((name, "Normal" if v.reason == R.DRAINED else "Warning", R.WORKER_DELETED,
                              f"deleted worker pod {name} ({v.reason}): {v.message}"))

@@ -58,3 +58,29 @@ def test_in_flight_work_waits_then_times_out():
     assert v({"phase": "draining", "in_flight": 2}).action == "wait"
     r = v({"phase": "draining", "in_flight": 2}, waited=601)
     assert (r.action, r.reason) == ("delete", "DrainTimedOut")
+
+
+@pytest.mark.parametrize("health, used, waited, ready, action, reason", [
+    # the pool names the master's metrics: an unknown usage is the master not answering, never an empty segment
+    ({"phase": "drained"}, None, 10, True, "wait", "Draining"),
+    ({"phase": "drained"}, None, 700, True, "stuck", "DrainStuck"),
+    ({"phase": "drained"}, 0, 10, True, "delete", "Drained"),
+    ({"phase": "drained"}, 4096, 10, True, "wait", "Draining"),
+    ({"phase": "draining", "in_flight": 1}, None, 700, True, "stuck", "DrainStuck"),
+    # a worker gone silent and not Ready: its process (and the segment it served) is gone, nothing to keep
+    (None, None, 10, False, "wait", "Draining"),
+    (None, None, 700, False, "delete", "DrainTimedOut"),
+])
+def test_an_unknown_usage_with_store_metrics_set_never_deletes_a_live_worker(health, used, waited, ready, action,
+                                                                              reason):
+    r = verdict("w-1", health, True, used, waited, 600, 0.0 if health else 1.0, ready, usage_watched=True)
+    assert (r.action, r.reason) == (action, reason), r
+    if used is None and health is not None:
+        assert "could not be read from the master" in r.message
+
+
+def test_without_store_metrics_an_unknown_usage_deletes_as_before_and_says_so():
+    r = verdict("w-1", {"phase": "drained"}, True, None, 10, 600)
+    assert r.action == "delete" and "set store.metricsAddress" in r.message
+    r = verdict("w-1", {"phase": "drained"}, False, None, 10, 600, usage_watched=True)  # lends no segment
+    assert r.action == "delete"
