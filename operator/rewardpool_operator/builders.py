@@ -159,7 +159,7 @@ def worker_config(pool: Pool, sizing: SizingResult) -> WorkerConfig:
         pool=pool.name, namespace=pool.namespace,
         store=StoreConfig(master=s.master, metadata_server=s.metadataServer, protocol=s.protocol,
                           devices=list(s.devices), segment_bytes=sizing.per_worker_bytes,
-                          local_buffer_bytes=sizing.local_buffer_bytes),
+                          local_buffer_bytes=sizing.local_buffer_bytes, metrics_address=s.metricsAddress),
         scorer=scorer_config(sc, sc),
         scorers=[scorer_config(c, sc, i) for i, c in enumerate(pool.spec.scorers or [])],
         ray=RayConfig(address=pool.spec.ray.address, namespace=pool.spec.ray.namespace,

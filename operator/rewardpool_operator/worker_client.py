@@ -7,16 +7,16 @@ answers, the queue is unknown (None), which the autoscaler treats as "hold". (`r
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from typing import Protocol
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from rewardpool_worker.contract import (ACTIVE_GROUPS_METRIC, DRAIN_PATH, HEALTH_PATH, HTTP_PORT, METRICS_PATH,
-                                        PENDING_BYTES_METRIC, PROMOTE_PATH, QUEUE_DEPTH_METRIC, SCORE_METRIC,
-                                        WorkerHealth, control_header)
+from rewardpool_worker.contract import (ACTIVE_GROUPS_METRIC, DRAIN_PATH, HEALTH_PATH, HTTP_PORT,
+                                        MASTER_METRICS_PATH, METRICS_PATH, PENDING_BYTES_METRIC, PROMOTE_PATH,
+                                        QUEUE_DEPTH_METRIC, SCORE_METRIC, SEGMENTS_DETAIL_PATH, WorkerHealth,
+                                        control_header, segment_used)
 
 from .observed import Signals
 
@@ -126,8 +126,8 @@ class HttpWorkerClient:
 
     async def segment_used_bytes(self, master_metrics: str, segment: str) -> int | None:
         async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
-            detail, metrics = await asyncio.gather(_get(session, f"http://{master_metrics}/get_segments_detail"),
-                                                   _get(session, f"http://{master_metrics}/metrics"))
+            detail, metrics = await asyncio.gather(_get(session, f"http://{master_metrics}{SEGMENTS_DETAIL_PATH}"),
+                                                   _get(session, f"http://{master_metrics}{MASTER_METRICS_PATH}"))
         return segment_used(detail, metrics, segment)
 
 
@@ -140,21 +140,3 @@ async def _control(pod_ip: str, path: str, token: str) -> bool:
                 return resp.status == 202
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
         return False
-
-
-def segment_used(detail: str | None, metrics: str | None, segment: str) -> int | None:
-    """Bytes stored in one segment, from the master's two views of it; None (unknown) when the segment detail
-    did not answer, as a standby master's does not (503), whose metrics list no segment. A segment being
-    unmounted gracefully (a draining worker's) reads 0 in the detail while it still holds outputs; its
-    `segment_allocated_bytes` series still counts them, so the larger of the two is taken."""
-    if not detail:
-        return None
-    used = 0  # a segment the master no longer lists holds nothing
-    for seg in json.loads(detail).get("segments", []):
-        if seg.get("segment_name") == segment:
-            used = max(used, int(seg.get("allocator_used_bytes", 0)))
-    for family in text_string_to_metric_families(metrics or ""):
-        for sample in family.samples:
-            if sample.name == "segment_allocated_bytes" and sample.labels.get("segment") == segment:
-                used = max(used, int(sample.value))
-    return used

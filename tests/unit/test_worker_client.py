@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from rewardpool_operator.worker_client import segment_used
+from rewardpool_worker.contract import segment_used
 
 SEG = "10.252.0.7:12641"
 UNMOUNTING = json.dumps({"total_segments": 1, "segments": [{

@@ -314,6 +314,34 @@ class StoreConfig(BaseModel):
     devices: list[str] = Field(default_factory=list)
     segment_bytes: int = Field(ge=0, description="global segment this worker lends; 0 lends none")
     local_buffer_bytes: int = Field(ge=0)
+    metrics_address: str | None = Field(default=None, description=(
+        "the master's HTTP metrics host:port (spec.store.metricsAddress): what a worker stopped by SIGTERM reads "
+        "to wait until its segment holds nothing"))
+
+
+# The master's HTTP views of its segments (on store.metricsAddress), read by the operator's drain verdict and by a
+# worker stopping on SIGTERM.
+SEGMENTS_DETAIL_PATH, MASTER_METRICS_PATH = "/get_segments_detail", "/metrics"
+
+
+def segment_used(detail: str | None, metrics: str | None, segment: str) -> int | None:
+    """Bytes stored in one segment, from the master's two views of it; None (unknown) when the segment detail
+    did not answer, as a standby master's does not (503), whose metrics list no segment. A segment being
+    unmounted gracefully (a draining worker's) reads 0 in the detail while it still holds outputs; its
+    `segment_allocated_bytes` series still counts them, so the larger of the two is taken."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    if not detail:
+        return None
+    used = 0  # a segment the master no longer lists holds nothing
+    for seg in json.loads(detail).get("segments", []):
+        if seg.get("segment_name") == segment:
+            used = max(used, int(seg.get("allocator_used_bytes", 0)))
+    for family in text_string_to_metric_families(metrics or ""):
+        for sample in family.samples:
+            if sample.name == "segment_allocated_bytes" and sample.labels.get("segment") == segment:
+                used = max(used, int(sample.value))
+    return used
 
 
 class ScorerConfig(BaseModel):

@@ -13,14 +13,15 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ..contract import (ANNOTATIONS_FILE, CONTROL_TOKEN_FILE, DRAIN_ANNOTATION, DRAIN_PATH, EXIT_REJOIN, HEALTH_PATH,
-                     METRICS_PATH,
-                     PROMOTE_PATH, RAY_GCS_RECONNECT_ENV, READY_PATH, WorkerConfig, WorkerHealth)
+                        MASTER_METRICS_PATH, METRICS_PATH, PROMOTE_PATH, RAY_GCS_RECONNECT_ENV, READY_PATH,
+                        SEGMENTS_DETAIL_PATH, StoreConfig, WorkerConfig, WorkerHealth, segment_used)
 from .control import ControlAuth
 from .metrics import WorkerMetrics
 from .network import local_hostname, parse_annotations_file
@@ -419,11 +420,11 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
         log.error("stopping with the Ray actor gone: its in-flight batches are retried elsewhere by the client")
         ray.shutdown()
         return 1
+    deadline = time.monotonic() + drain_timeout
     if state.phase != "drained":
         state.phase = "draining"
         log.info("stopping: no new batches; finishing in-flight work (at most %.0fs)", drain_timeout)
-        stats = ray.get(actor.drain.remote(key))
-        deadline = time.monotonic() + drain_timeout
+        stats = ray.get(actor.drain.remote(key))  # and outputs stop landing in this worker's segment
         while stats["in_flight"] > 0 and time.monotonic() < deadline:
             time.sleep(0.2)
             stats = ray.get(actor.stats.remote())
@@ -433,9 +434,52 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
             return 1
         state.phase = "drained"
         log.info("drained after %d batches", stats["batches"])
+    # outputs other clients stored in this worker's segment go with the process: wait for them to be read and
+    # released, as the operator's drain does (an eviction or a pod deletion comes straight here)
+    try:
+        segment = ray.get(actor.ready.remote(), timeout=STATS_TIMEOUT_SECONDS)["store_hostname"]
+    except Exception as e:  # noqa: BLE001 - the actor no longer answers: its segment cannot be waited for
+        log.error("could not ask the actor for its segment's name (%s): not waiting for it", type(e).__name__)
+        segment = None
+    segment_empty = segment is None or wait_for_segment(cfg.store, segment, deadline)
     ray.kill(actor)
     ray.shutdown()
-    return 0
+    return 0 if segment_empty else 1
+
+
+def segment_usage(metrics_address: str, segment: str) -> int | None:
+    """Bytes the master says this segment holds (None: it did not say)."""
+    def get(path: str) -> str | None:
+        try:
+            with urllib.request.urlopen(f"http://{metrics_address}{path}", timeout=2) as resp:
+                return resp.read().decode()
+        except (OSError, ValueError):  # refused, timed out, 503 from a standby master
+            return None
+    return segment_used(get(SEGMENTS_DETAIL_PATH), get(MASTER_METRICS_PATH), segment)
+
+
+def wait_for_segment(store: StoreConfig, segment: str, deadline: float, period: float = 1.0) -> bool:
+    """Until the master says the segment this worker lends is empty, or the deadline: True when it is (or the
+    worker lends none, or no store.metricsAddress says where to look). An unknown usage is waited through."""
+    if store.segment_bytes == 0 or not store.metrics_address:
+        return True
+    said = 0.0
+    while True:
+        used = segment_usage(store.metrics_address, segment)
+        now = time.monotonic()
+        if used == 0:
+            log.info("this worker's segment %s holds nothing: stopping", segment)
+            return True
+        if now >= deadline:
+            log.error("stopping with %s bytes of outputs still in this worker's segment %s: they are lost with it",
+                      "an unknown number of" if used is None else used, segment)
+            return False
+        if now - said >= 10:
+            said = now
+            log.info("waiting for %s bytes of outputs in this worker's segment %s to be read and released (%.0fs "
+                     "left)", "an unknown number of (the master does not say)" if used is None else used, segment,
+                     deadline - now)
+        time.sleep(period)
 
 
 def main() -> int:
