@@ -1,7 +1,8 @@
 """Inline outputs held by one worker are bounded: a batch of inline tensors is held from the moment the call
 arrives, also while it waits for a read slot, so past `max_inline_bytes` held at once another inline batch is
 refused with Overloaded (the client waits and sends it again) instead of piling up (up to MAX_QUEUE batches
-before the bound). One inline batch is always taken, however large; stored refs do not count."""
+before the bound). READ_SLOTS inline batches (one scored, one waiting) are always taken, however large, so the
+model never idles for the bound; stored refs do not count."""
 from __future__ import annotations
 
 import threading
@@ -40,32 +41,49 @@ def run(actor, outputs, results, key):
 
 def test_inline_batches_past_the_bound_are_refused_and_taken_once_room_is_made():
     g = Gate()
-    actor = StoredOutputRewardActor(g, None, max_inline_bytes=2 * 768 * 2)  # two batches of 2 images
+    actor = StoredOutputRewardActor(g, None, max_inline_bytes=3 * 768 * 2)  # room for three batches of 2 images
     results: dict = {}
-    held = [threading.Thread(target=run, args=(actor, batch(2), results, i)) for i in range(2)]
+    held = [threading.Thread(target=run, args=(actor, batch(2), results, i)) for i in range(3)]
     for t in held:
         t.start()
-    assert g.started.acquire(timeout=5)  # one scores, the other waits for the model thread: both held
+    assert g.started.acquire(timeout=5)  # one scores, the others wait for the model thread: all held
     deadline = time.monotonic() + 5
-    while actor.inline_bytes < 2 * 768 * 2 and time.monotonic() < deadline:
+    while actor.inline_bytes < 3 * 1536 and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert actor.inline_bytes == 3072
+    assert actor.inline_bytes == 4608 and actor.inline_batches == 3
     with pytest.raises(Overloaded, match="bytes of inline outputs held"):
         actor.score_batch(batch(1), ["p"])
-    assert actor.stats()["refused"] == 1 and actor.in_flight == 2
+    assert actor.stats()["refused"] == 1 and actor.in_flight == 3
     g.go.set()
     for t in held:
         t.join(10)
-    assert results == {0: [0.5, 0.5], 1: [0.5, 0.5]}
-    assert actor.inline_bytes == 0 and actor.stats()["peak_inline_bytes"] == 3072
+    assert results == {0: [0.5, 0.5], 1: [0.5, 0.5], 2: [0.5, 0.5]}
+    assert actor.inline_bytes == 0 and actor.inline_batches == 0 and actor.stats()["peak_inline_bytes"] == 4608
     assert actor.score_batch(batch(1), ["p"]) == [0.5]  # room again
 
 
-def test_one_inline_batch_is_always_taken_and_no_bound_means_none():
+def test_two_inline_batches_are_always_taken_however_large():
+    """A pool sized for uint8 stored outputs fed float32 inline ones: each batch passes the bound alone, yet one
+    is scored while the next waits, as with reads; a third is refused."""
     g = Gate()
+    actor = StoredOutputRewardActor(g, None, max_inline_bytes=100)
+    results: dict = {}
+    two = [threading.Thread(target=run, args=(actor, batch(4), results, i)) for i in range(2)]
+    for t in two:
+        t.start()
+    deadline = time.monotonic() + 5
+    while actor.inline_batches < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert actor.inline_batches == 2 and actor.inline_bytes == 2 * 3072
+    with pytest.raises(Overloaded):
+        actor.score_batch(batch(1), ["p"])
     g.go.set()
-    small = StoredOutputRewardActor(g, None, max_inline_bytes=100)
-    assert small.score_batch(batch(4), ["p"] * 4) == [0.5] * 4  # 3072 bytes > the bound, but nothing else held
+    for t in two:
+        t.join(10)
+    assert results == {0: [0.5] * 4, 1: [0.5] * 4}
+
+
+def test_no_bound_means_none():
     unbounded = StoredOutputRewardActor(Gate(), None)
     assert unbounded.max_inline_bytes == 0
     gate = unbounded.scorer

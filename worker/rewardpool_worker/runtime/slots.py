@@ -56,9 +56,11 @@ class StoredOutputRewardActor:
         self.max_queue = max_queue  # 0: no limit; else batches accepted beyond it are refused (Overloaded)
         # Inline outputs arrive in the call's arguments: the worker holds them from acceptance, while they wait
         # for a read slot too. Beyond this many bytes held at once (0: no bound) another inline batch is refused
-        # (Overloaded: the client waits and sends it again); one is always taken, however large, so none starves.
+        # (Overloaded: the client waits and sends it again), unless fewer than READ_SLOTS inline batches are held:
+        # one scored and one waiting are always taken, however large, so the model never idles for the bound.
         self.max_inline_bytes = max_inline_bytes
         self.inline_bytes = 0
+        self.inline_batches = 0
         self.peak_inline_bytes = 0
         self._active: set = set()  # batch ids accepted and not finished
         self._cancelled: set = set()  # of those, the ones their caller gave up on
@@ -146,14 +148,15 @@ class StoredOutputRewardActor:
             if self.max_queue and self.in_flight >= self.max_queue:
                 self.refused += 1
                 raise Overloaded(f"{self.in_flight} batches queued, the limit is {self.max_queue}")
-            if self.max_inline_bytes and inline and self.inline_bytes \
+            if self.max_inline_bytes and inline and self.inline_batches >= READ_SLOTS \
                     and self.inline_bytes + inline > self.max_inline_bytes:
                 self.refused += 1
-                raise Overloaded(f"{self.inline_bytes} bytes of inline outputs held, {inline} more would pass the "
-                                 f"bound of {self.max_inline_bytes} (the read slots' size)")
+                raise Overloaded(f"{self.inline_bytes} bytes of inline outputs held ({self.inline_batches} batches), "
+                                 f"{inline} more would pass the bound of {self.max_inline_bytes} (the read slots' size)")
             self.in_flight += 1
             self.pending_bytes += nbytes
             self.inline_bytes += inline
+            self.inline_batches += bool(inline)
             self.peak_inline_bytes = max(self.peak_inline_bytes, self.inline_bytes)
             if batch_id is not None:
                 self._active.add(batch_id)
@@ -176,6 +179,7 @@ class StoredOutputRewardActor:
                 self.in_flight -= 1
                 self.pending_bytes -= nbytes
                 self.inline_bytes -= inline
+                self.inline_batches -= bool(inline)
                 self._active.discard(batch_id)
                 self._cancelled.discard(batch_id)
 
