@@ -54,6 +54,12 @@ def test_inline_batches_past_the_bound_are_refused_and_taken_once_room_is_made()
     with pytest.raises(Overloaded, match="bytes of inline outputs held"):
         actor.score_batch(batch(1), ["p"])
     assert actor.stats()["refused"] == 1 and actor.in_flight == 3
+    from prometheus_client import generate_latest
+
+    from rewardpool_worker.runtime.metrics import WorkerMetrics
+    m = WorkerMetrics("gate")
+    m.update({**actor.stats(), "draining": False})
+    assert "rewardpool_worker_inline_bytes 4608.0" in generate_latest(m.registry).decode()  # what /metrics says
     g.go.set()
     for t in held:
         t.join(10)

@@ -79,6 +79,8 @@ class WorkerMetricNames:
                          "Batches accepted and not finished (the operator's autoscaling signal)")
     PENDING_BYTES = Metric("rewardpool_worker_pending_bytes", "gauge",
                            "Stored bytes of the accepted, unfinished batches")
+    INLINE_BYTES = Metric("rewardpool_worker_inline_bytes", "gauge",
+                          "Bytes of inline outputs (tensors sent in the call) the worker holds, accepted and unfinished")
     OUTPUT_READ_SECONDS = Metric("rewardpool_worker_output_read_seconds", "histogram",
                                  "Time to read one output from the store (a batch's read time over its outputs)",
                                  buckets=_SECONDS)

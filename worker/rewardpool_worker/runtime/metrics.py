@@ -15,6 +15,7 @@ class WorkerMetrics:
         self.scorer = scorer  # the `scorer` label: the scorer's name, or the mixture's names joined by "+"
         self.queue_depth = N.QUEUE_DEPTH.make(r)
         self.pending_bytes = N.PENDING_BYTES.make(r)
+        self.inline_bytes = N.INLINE_BYTES.make(r)
         self.read_seconds = N.OUTPUT_READ_SECONDS.make(r)
         self.score_seconds = N.OUTPUT_SCORE_SECONDS.make(r)
         self.batch_size = N.BATCH_SIZE.make(r)
@@ -55,6 +56,7 @@ class WorkerMetrics:
         """Fold an actor stats snapshot in (counters advance by the difference since the last one)."""
         self.queue_depth.set(stats["queue_depth"])
         self.pending_bytes.set(stats["pending_bytes"])
+        self.inline_bytes.set(stats.get("inline_bytes", 0))
         self.draining.set(1 if stats["draining"] else 0)
         self.active_groups.set(stats.get("active_groups", 0))
         self.holding.set(stats.get("holding", 0))
