@@ -211,8 +211,11 @@ def test_a_store_master_restart_under_a_rollout_loses_nothing(kube, node, pool, 
     # each round's outputs wait a second in the store before they are scored: the restart finds some there
     # (with the store empty between rounds it could fall in a gap and touch nothing)
     result, recovered = _fault_under_job(kube, node, pool_ns, "fault-master", restart_master, rounds=60, hold=1.0)
-    assert result["asked_again"] + result["put_retries"] + result["store_outages"] > 0, \
-        f"the restart did not reach the rollout: {result}"
+    # it reached the rollout: outputs asked again, puts retried, batches waiting out the outage, or (a restart
+    # that fell between a round's scores and its releases, the new master up before the next puts) releases
+    # the down master refused; whichever, nothing is lost (fault_under_job holds left and pending to 0)
+    assert result["asked_again"] + result["put_retries"] + result["store_outages"] \
+        + result["release_failures"] > 0, f"the restart did not reach the rollout: {result}"
     wait_for(pool_ready(kube, pool_ns, POOL, 2), timeout=240, interval=1, what="2 Ready workers after the restart")
     wait_for(lambda: _pool_cond(kube, pool_ns, "Ready")["status"] == "True", timeout=120, interval=1,
              what="the pool Ready after the store master restart")
