@@ -105,6 +105,24 @@ def subset(video: torch.Tensor, frame_counts: list[int | None]) -> torch.Tensor 
     return FrameSubset(video[:, idx].contiguous(), video.shape[1], tuple(idx))
 
 
+def single_frame(output, who: str, refused: type[Exception] = ValueError, rgb: bool = False) -> torch.Tensor:
+    """The one frame (C, H, W) of an image output, as sent: (C, H, W), (C, 1, H, W) or a FrameSubset of one frame.
+    `refused(...)` names `who` for a video (more than one frame), another shape, or (`rgb`) not 3 channels: the
+    images-only scorers refuse that sample with it."""
+    if isinstance(output, FrameSubset):
+        frames, total = output.frames, output.total
+    else:
+        frames = output if output.dim() == 4 else output.unsqueeze(1) if output.dim() == 3 else None
+        if frames is None:
+            raise refused(f"{who} expects an image (C,H,W) or (C,1,H,W), got shape {tuple(output.shape)}")
+        total = frames.shape[1]
+    if total != 1:
+        raise refused(f"{who} scores images: this output has {total} frames")
+    if rgb and frames.shape[0] != 3:
+        raise refused(f"{who} scores RGB images: this output has {frames.shape[0]} channels")
+    return frames[:, 0]
+
+
 def inline_bytes(output) -> int:
     """Bytes of an inline output sent to a worker (0 for a stored output, which the worker reads itself)."""
     if isinstance(output, FrameSubset):

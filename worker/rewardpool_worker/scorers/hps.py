@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from ..frames import FrameSubset, to_uint8
+from ..frames import single_frame, to_uint8
 from .device import resolve_device
 
 CHECKPOINTS = {"v2.1": "HPS_v2.1_compressed.pt", "v2.0": "HPS_v2_compressed.pt"}
@@ -86,18 +86,7 @@ class HpsScorer:
 
     def frame(self, output) -> torch.Tensor:
         """The output's one frame as uint8 (3, H, W), rounded; HpsRefused for a video or a non-RGB output."""
-        if isinstance(output, FrameSubset):
-            frames, total = output.frames, output.total
-        else:
-            frames = output if output.dim() == 4 else output.unsqueeze(1) if output.dim() == 3 else None
-            if frames is None:
-                raise HpsRefused(f"hps expects an image (C,H,W) or (C,1,H,W), got shape {tuple(output.shape)}")
-            total = frames.shape[1]
-        if total != 1:
-            raise HpsRefused(f"hps scores images: this output has {total} frames")
-        if frames.shape[0] != 3:
-            raise HpsRefused(f"hps scores RGB images: this output has {frames.shape[0]} channels")
-        return to_uint8(frames[:, 0], self.quantise)
+        return to_uint8(single_frame(output, "hps", HpsRefused, rgb=True), self.quantise)
 
     @torch.no_grad()
     def score_batch(self, outputs, prompts) -> list:

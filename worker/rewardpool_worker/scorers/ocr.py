@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from ..frames import FrameSubset, to_uint8
+from ..frames import single_frame, to_uint8
 
 MODEL_DIRS = ("det", "rec", "cls")
 
@@ -87,20 +87,10 @@ class OcrScorer:
         self.ocr = PaddleOCR(use_angle_cls=False, lang="en", use_gpu=False, show_log=False,
                              det_model_dir=dirs["det"], rec_model_dir=dirs["rec"], cls_model_dir=dirs["cls"], **extra)
 
-    def image(self, output) -> "object":
+    def image(self, output):
         """The output's one frame as an RGB (H, W, 3) uint8 array, rounded; OcrRefused for a video."""
-        if isinstance(output, FrameSubset):
-            frames, total = output.frames, output.total
-        else:
-            frames = output if output.dim() == 4 else output.unsqueeze(1) if output.dim() == 3 else None
-            if frames is None:
-                raise OcrRefused(f"ocr expects an image (C,H,W) or (C,1,H,W), got shape {tuple(output.shape)}")
-            total = frames.shape[1]
-        if total != 1:
-            raise OcrRefused(f"ocr scores images: this output has {total} frames")
-        if frames.shape[0] != 3:
-            raise OcrRefused(f"ocr scores RGB images: this output has {frames.shape[0]} channels")
-        return to_uint8(frames[:, 0], self.quantise).permute(1, 2, 0).contiguous().numpy()
+        frame = single_frame(output, "ocr", OcrRefused, rgb=True)
+        return to_uint8(frame, self.quantise).permute(1, 2, 0).contiguous().numpy()
 
     def recognise(self, image) -> str | None:
         try:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from ..frames import FrameSubset, to_uint8
+from ..frames import single_frame, to_uint8
 
 DEFAULT_RUBRIC = (
     "You are judging how well an image follows the text prompt it was generated from. Score prompt adherence "
@@ -135,16 +135,7 @@ class OpenAIJudgeScorer:
 
     def frame(self, output) -> torch.Tensor:
         """The output's one frame as uint8 (H, W, C), rounded; JudgeRefused for a video."""
-        if isinstance(output, FrameSubset):
-            frames, total = output.frames, output.total
-        else:
-            frames = output if output.dim() == 4 else output.unsqueeze(1) if output.dim() == 3 else None
-            if frames is None:
-                raise JudgeRefused(f"expected an image (C,H,W) or (C,1,H,W), got shape {tuple(output.shape)}")
-            total = frames.shape[1]
-        if total != 1:
-            raise JudgeRefused(f"openai-judge scores images: this output has {total} frames")
-        return to_uint8(frames[:, 0], self.quantise).permute(1, 2, 0).contiguous()
+        return to_uint8(single_frame(output, "openai-judge", JudgeRefused), self.quantise).permute(1, 2, 0).contiguous()
 
     def judge(self, output, prompt: str) -> float | JudgeRefused:
         try:
