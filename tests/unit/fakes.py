@@ -150,6 +150,8 @@ class FakeRef:
         self._future = concurrent.futures.Future()
 
         def finish():
+            if not self._future.set_running_or_notify_cancel():
+                return  # the caller cancelled it (a deadline): as Ray's, it just never answers
             if error is not None:
                 self._future.set_exception(error)
             else:

@@ -56,3 +56,29 @@ def test_a_second_failure_is_raised():
     with pytest.raises(TransferFailed):
         reader.read_many([ref("k", 8)])
     assert store.reads == 2  # not a third time
+
+
+def test_a_slow_failure_is_not_asked_again(monkeypatch):
+    """A transfer that failed after the transport's progress timeout (a peer or network that does not answer) is
+    raised at once: asking again would double the wait with no error (a store cut held batches a minute)."""
+    from rewardpool_worker.runtime import reader as reader_mod
+
+    clock = iter([100.0, 100.0 + reader_mod.QUICK_FAILURE_SECONDS])
+    monkeypatch.setattr(reader_mod.time, "monotonic", lambda: next(clock))
+    store = FlakyStore({"k": b"x" * 8}, failures=1)
+    reader = RegisteredTensorReader(store, initial_bytes=1 << 20)
+    with pytest.raises(TransferFailed):
+        reader.read_many([ref("k", 8)])
+    assert store.reads == 1 and reader.stats.transfer_retries == 0
+
+
+@pytest.mark.parametrize("code,cls", [(-800, "TransferFailed"), (-900, "MasterUnreachable"),
+                                      (-901, "MasterUnreachable"), (-704, "ObjectNotFound"), (-1, "StoreError")])
+def test_store_codes_are_typed(code, cls):
+    """RPC_TIMEOUT (-901: the master did not answer within MC_RPC_TIMEOUT_MS, a cut network) is the master's
+    outage, which the client waits out, not a batch's failure."""
+    from rewardpool_worker import store as store_mod
+
+    with pytest.raises(store_mod.StoreError) as e:
+        store_mod.check(code, "get", "k")
+    assert type(e.value).__name__ == cls and e.value.code == code

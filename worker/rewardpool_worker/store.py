@@ -15,6 +15,10 @@ log = logging.getLogger("rewardpool.worker.store")
 # far longer than any drain: the operator deletes the pod once the segment is empty, and keeps (and reports)
 # one whose segment still holds outputs; the pod's exit is what ends the segment.
 DRAIN_READABLE_SECONDS = 30 * 24 * 3600
+# A TCP transfer that moves no byte for this long fails (TRANSFER_FAIL) instead of waiting for the network to heal
+# (Mooncake's own default is 30 s, and the reader used to ask again: a batch sat a minute through a store cut with
+# no error). A healthy transfer makes progress continuously. MC_TCP_PROGRESS_TIMEOUT_SEC in the pod's env wins.
+TCP_PROGRESS_TIMEOUT_SECONDS = 10
 
 
 class StoreError(RuntimeError):
@@ -66,7 +70,9 @@ _CODES = {-200: (NoSpace, "no segment can hold it (NO_AVAILABLE_HANDLE)"),
           -707: (LeaseExpired, "the read outlasted the object's lease (LEASE_EXPIRED)"),
           -800: (TransferFailed, "transfer failed: the segment owner is gone (TRANSFER_FAIL)"),
           # the master does not answer: restarting, or (highly available) its leader failing over
-          -900: (MasterUnreachable, "the store master does not answer (RPC_FAIL)")}
+          -900: (MasterUnreachable, "the store master does not answer (RPC_FAIL)"),
+          # it did not answer within the RPC timeout (MC_RPC_TIMEOUT_MS): a cut network, a stalled master
+          -901: (MasterUnreachable, "the store master did not answer in time (RPC_TIMEOUT)")}
 
 
 def check(code: int, op: str, key: str | None = None) -> int:
@@ -93,6 +99,7 @@ class Store:
         os.environ.setdefault("MC_STORE_CLIENT_SETUP_RETRIES", "1")
         if cfg.protocol == "tcp":
             os.environ.setdefault("MC_TCP_BIND_ADDRESS", local_hostname)
+            os.environ.setdefault("MC_TCP_PROGRESS_TIMEOUT_SEC", str(TCP_PROGRESS_TIMEOUT_SECONDS))
         raw = MooncakeDistributedStore()
         # The segment is mounted after setup, not by it: only a segment mounted so can later be unmounted
         # gracefully (placements stop, what it holds stays readable), which a drain needs.

@@ -29,6 +29,8 @@
   `unavailable_seconds` fails the same way, or, when the call has a longer deadline, one with none until
   then (a recovering pool is waited for).
 
+- **Dispatch** (`dispatch.Dispatcher`): one batch to one worker, accounted for in one try/finally; what a failed
+  try means for its batch is one table (`dispatch.next_step`).
 - **Shadow scoring.** While the pool shadows a new scorer version, each batch also goes to an idle shadow
   worker, and the call waits for it before it returns (`shadow.ShadowFanOut`); a shadow batch never fails a call.
 - **Version and group pins** (`pins.GroupPins`): a call's batches all go to one scorer version, and so do the
@@ -47,21 +49,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
 import ray
-import torch
 
-from ..contract import COMPONENT_ERRORS_KEY, READ_SLOTS, ClientMetricNames, actor_prefix
-from ..errors import (BatchTooLarge, Cancelled, Draining, Overloaded, PoolUnavailable, SampleError, ScorerError,
-                      Shadowing, unwrap)
-from ..frames import inline_bytes, subset
-from ..store import MasterUnreachable, TransferFailed
+from ..contract import COMPONENT_ERRORS_KEY, ClientMetricNames, actor_prefix
+from ..errors import BatchTooLarge, PoolUnavailable, SampleError, ScorerError, unwrap
+from .dispatch import LOSSES, Dispatcher, Step, await_ref, next_step
 from .pins import GroupPins, Pin, VersionGone
-from .router import (ANY, BATCH_RETRIES, SUSPECT_SECONDS, UNREACHABLE_COOLDOWN_SECONDS, Member, Router,
-                     cancel_remote)
+from .router import ANY, BATCH_RETRIES, SUSPECT_SECONDS, UNREACHABLE_COOLDOWN_SECONDS, Member, Router
 from .shadow import ShadowFanOut
 
 log = logging.getLogger("rewardpool.client")
@@ -113,17 +110,22 @@ class AsyncRewardPoolClient:
         self.num_frames: dict[str, int | None] | None = None
         self.scorers: dict[str, str] = {}  # component -> its scorer (a built-in's name or a class path)
         self.scorer_args: dict[str, dict] = {}  # component -> its args
-        self.waiting = 0  # batches waiting here because no worker has room
-        self._freed: asyncio.Event | None = None
-        self._queued: dict[str, dict[str, float]] = {}  # per worker: batch id -> when sent, not finished
-        self._moved: set[str] = set()  # batch ids taken back from a worker's queue, to be sent elsewhere
-        self._rebalancer: asyncio.Task | None = None
-        self.moved = 0  # batches moved from a long queue to a worker with room
         self.groups = GroupPins(f"{namespace}/{pool}")  # the pins of the caller's groups
         self.shadows = ShadowFanOut(self.router, enabled=shadow)  # batches sent beside, to shadow workers
+        self.dispatcher = Dispatcher(self.router, self.shadows, self._members)  # batches out, per worker
         self.transfer_retries = 0  # batches sent to another worker after a worker could not read their outputs
 
     # ---------------------------------------------------------------------------------------------------------
+    @property
+    def waiting(self) -> int:
+        """Batches waiting here because no worker has room."""
+        return self.dispatcher.waiting
+
+    @property
+    def moved(self) -> int:
+        """Batches moved from a long queue to a worker with room."""
+        return self.dispatcher.moved
+
     @property
     def served(self) -> Counter:
         return self.router.served
@@ -166,7 +168,7 @@ class AsyncRewardPoolClient:
             m.shadow = bool(info.get("shadow"))
             m.probed_at = time.monotonic()
             m.ready = True
-            self._wake()
+            self.dispatcher.wake()
         except Exception as e:  # noqa: BLE001 (gone while starting)
             log.info("%s did not come up: %s", m.name, type(e).__name__)
             self.router.drop(m.name)
@@ -180,7 +182,7 @@ class AsyncRewardPoolClient:
         for lost in range(self.attempts + 1):
             m = await self._acquire(set(), deadline)
             try:
-                info = await self._await(m.handle.ready.remote(), deadline, None, None)
+                info = await await_ref(m.handle.ready.remote(), deadline)
                 break
             except ray.exceptions.RayActorError as e:  # gone before it answered: ask another
                 self.router.drop(m.name)
@@ -188,7 +190,7 @@ class AsyncRewardPoolClient:
                     raise PoolUnavailable(f"{self.namespace}/{self.pool}: workers died before answering") from e
             finally:
                 self.router.done(m, None)
-                self._wake()
+                self.dispatcher.wake()
         if self.batch_size is None:
             self.batch_size = int(info["batch_size"])
         if self.max_outstanding is None:
@@ -204,11 +206,6 @@ class AsyncRewardPoolClient:
         await self._learn(None if timeout is None else time.monotonic() + timeout)
         return {"components": list(self.components or []), "num_frames": dict(self.num_frames or {}),
                 "scorers": dict(self.scorers), "args": {k: dict(v) for k, v in self.scorer_args.items()}}
-
-    def _wake(self) -> None:
-        if self._freed is not None:
-            self._freed.set()
-            self._freed = None
 
     async def _acquire(self, tried: set[str], deadline: float | None, pin: Pin | None = None) -> Member:
         """A worker for one batch, of the call's scorer version once it has one: wait for room (backpressure)
@@ -227,15 +224,7 @@ class AsyncRewardPoolClient:
             if pin.version is not ANY and not self.router.versions()[pin.version] and self.router.versions():
                 raise VersionGone(pin.version)  # other versions serve, this one no longer does
             if self.router.eligible(tried, pin.version):  # an eligible worker is full: wait for a batch to finish
-                if self._freed is None:
-                    self._freed = asyncio.Event()
-                self.waiting += 1
-                try:
-                    await asyncio.wait_for(self._freed.wait(), 0.5)
-                except asyncio.TimeoutError:
-                    pass
-                finally:
-                    self.waiting -= 1
+                await self.dispatcher.wait_for_room(0.5)
                 continue
             if tried:  # every worker was tried once: all are candidates again
                 tried.clear()
@@ -252,149 +241,61 @@ class AsyncRewardPoolClient:
             await asyncio.to_thread(self.router.refresh)
             await asyncio.sleep(0.2)
 
-    def _ensure_rebalancer(self) -> None:
-        if self._rebalancer is None or self._rebalancer.done():
-            self._rebalancer = asyncio.ensure_future(self._rebalance_loop())
-
-    async def _rebalance_loop(self) -> None:
-        """While batches are out: follow the pool's membership, and move batches still waiting in a long
-        queue to workers with room (a worker that joined after the batches were sent, or one that drained
-        its queue faster). The waiting batches are cancelled on their worker (it drops a batch only before
-        reading it; one already reading finishes there) and sent again through the router."""
-        period = max(0.2, min(self.router.refresh_seconds, 2.0))
-        while any(self._queued.values()):
-            await asyncio.sleep(period)
-            try:
-                await self._members()
-                self._rebalance()
-            except Exception as e:  # noqa: BLE001 (never kill the loop over a listing hiccup)
-                log.debug("rebalance: %s", e)
-
-    def _rebalance(self, running: int = READ_SLOTS) -> None:
-        members = {m.name: m for m in self.router.snapshot()}
-        takers = [m for m in members.values() if m.ready and not m.draining and not m.shadow]
-        if not takers:
-            return
-        total = sum(len(q) for q in self._queued.values())
-        fair = -(-total // len(takers))  # ceil
-        room = sum(max(0, fair - m.outstanding) for m in takers if m.outstanding + 1 < fair)
-        for name, queue in self._queued.items():
-            m = members.get(name)
-            if room <= 0 or m is None:
-                continue
-            keep = 0 if m.draining else max(fair, running)
-            excess = [b for b in sorted(queue, key=queue.get) if b not in self._moved][keep:]
-            excess = excess[:room]
-            if excess:
-                self._moved.update(excess)
-                room -= len(excess)
-                self.moved += len(excess)
-                m.handle.cancel.remote(excess)
-
-    @staticmethod
-    async def _await(ref, deadline: float | None, *_):
-        fut = asyncio.wrap_future(ref.future())
-        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-        return await asyncio.wait_for(fut, remaining)
-
     async def _score_batch(self, outputs: list, prompts: list[str], deadline: float | None,
                            report: ScoreReport, pin: Pin) -> list:
         """One batch on one worker of the call's version, moved to another when its worker drains, is full or
-        dies."""
+        dies (`dispatch.next_step` says which)."""
         tried: set[str] = set()
         lost = 0
         last: BaseException | None = None
         outage_since: float | None = None  # the store master stopped answering this batch's reads
-        moved_after_transfer = False  # the batch went elsewhere once after a failed transfer
+        transfer_retried = False  # the batch went elsewhere once after a failed read
         while True:
             m = await self._acquire(tried, deadline, pin)
-            batch_id = uuid.uuid4().hex
-            depth = m.outstanding  # this client's batches there, this one included
-            # the queue this batch joined, as the framework's own pool counts it: 0 when it waited behind nothing
-            report.max_queue_depth = max(report.max_queue_depth, depth - 1)
-            t0 = time.monotonic()
-            elapsed = None
-            # inline videos cut to the frames this worker's scorers pick (its own ready() answer: during a roll
-            # two workers may pick differently)
-            sent = [subset(o, m.frames) if m.frames and isinstance(o, torch.Tensor) else o for o in outputs]
-            report.sent_bytes += sum(inline_bytes(o) for o in sent)
-            ref = (m.handle.score_batch.remote(sent, prompts, batch_id, group=pin.group) if pin.group is not None
-                   else m.handle.score_batch.remote(sent, prompts, batch_id))
-            shadow = self.shadows.send(m, outputs, prompts, report)
-            del sent
-            self._queued.setdefault(m.name, {})[batch_id] = t0
-            self._ensure_rebalancer()
             try:
-                scores = await self._await(ref, deadline, m, batch_id)
-                # The worker's time per batch: the wait behind this client's own batches there taken out
-                # (a worker that had a long queue is not thereby slow).
-                elapsed = (time.monotonic() - t0) / depth
-                report.workers[m.name] += 1
-                self.router.served[m.name] += 1
-                if shadow is not None and not shadow.done():
-                    shadow.set_result((m.version, scores))
-                return scores
-            except asyncio.TimeoutError:
-                cancel_remote(m, ref, batch_id)
-                # Priced at what it took so far and skipped for a while: a hung worker costs the deadline once.
-                elapsed = time.monotonic() - t0
+                return await self.dispatcher.send(m, outputs, prompts, pin.group, report, deadline)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                raise
+            except Exception as e:  # noqa: BLE001 (sorted by next_step)
+                err, cause, step = e, unwrap(e), next_step(e, transfer_retried=transfer_retried)
+            if step is Step.RESEND:
+                continue
+            if step is Step.WAIT_STORE:
+                # A store outage (a master restart, an HA failover) is the pool's, not this worker's: the batch
+                # waits it out, within the caller's deadline, and goes again (nothing was read).
+                outage_since = outage_since or time.monotonic()
+                if time.monotonic() - outage_since > patience(self.unavailable_seconds, outage_since, deadline):
+                    raise cause
+                log.warning("%s: the store master does not answer; batch waits and goes again", m.name)
+                self.router.store_outages += 1
+                report.store_waits += 1
+                await asyncio.sleep(STORE_RETRY_SECONDS)
+                continue
+            if step is Step.RAISE:
+                raise cause
+            if step is Step.ELSEWHERE_ONCE:
+                # Its own data path may be broken (a bad MTU, a duplicate address on its RoCE interface).
+                log.warning("%s could not read the batch's outputs (%s); another worker tries", m.name, cause)
                 self.router.exclude(m.name, SUSPECT_SECONDS)
-                raise
-            except asyncio.CancelledError:
-                cancel_remote(m, ref, batch_id)
-                if deadline is not None and time.monotonic() >= deadline:  # the call's deadline, seen first
-                    elapsed = time.monotonic() - t0
-                    self.router.exclude(m.name, SUSPECT_SECONDS)
-                raise
-            except Exception as e:  # noqa: BLE001 (sorted by type below)
-                cause = unwrap(e)
-                if isinstance(cause, Cancelled) and batch_id in self._moved:
-                    continue  # taken back before it was read (see _rebalance): send it again, no attempt spent
-                if isinstance(cause, MasterUnreachable):
-                    # A store outage (a master restart, an HA failover) is the pool's, not this worker's: the
-                    # batch waits it out, within the caller's deadline, and goes again (nothing was read).
-                    outage_since = outage_since or time.monotonic()
-                    if time.monotonic() - outage_since > patience(self.unavailable_seconds, outage_since, deadline):
-                        raise cause from None
-                    log.warning("%s: the store master does not answer; batch waits and goes again", m.name)
-                    self.router.store_outages += 1
-                    report.store_waits += 1
-                    await asyncio.sleep(STORE_RETRY_SECONDS)
-                    continue
-                if isinstance(cause, TransferFailed) and not moved_after_transfer:
-                    # This worker could not read the outputs: its own data path may be broken (a bad MTU, a
-                    # duplicate address on its RoCE interface). Another worker tries once; a second failure is
-                    # the outputs' (their segment's owner gone), and fails the batch as before.
-                    log.warning("%s could not read the batch's outputs (%s); another worker tries", m.name, cause)
-                    self.router.exclude(m.name, SUSPECT_SECONDS)
-                    self.transfer_retries += 1
-                    moved_after_transfer = True
-                elif isinstance(cause, Draining):
-                    log.info("%s is draining; batch goes elsewhere", m.name)
-                    self.router.mark_draining(m.name)
-                elif isinstance(cause, Shadowing):
-                    log.info("%s shadows the serving version; batch goes elsewhere", m.name)
-                    self.router.mark_shadow(m.name)
-                elif isinstance(cause, Overloaded):
-                    self.router.exclude(m.name, OVERLOADED_COOLDOWN_SECONDS)
-                    await asyncio.sleep(0.05)
-                elif isinstance(e, ray.exceptions.ActorUnavailableError):
-                    log.warning("%s unreachable mid-batch; retrying elsewhere", m.name)
-                    self.router.exclude(m.name, UNREACHABLE_COOLDOWN_SECONDS)
-                    lost, last = lost + 1, e
-                elif isinstance(e, ray.exceptions.RayActorError):
-                    log.warning("%s lost mid-batch; retrying elsewhere: %s", m.name, type(e).__name__)
-                    self.router.drop(m.name)
-                    lost, last = lost + 1, e
-                else:
-                    raise cause from None
-            finally:
-                if shadow is not None and not shadow.done():
-                    shadow.set_result(None)  # the serving batch failed: nothing to compare with
-                self._moved.discard(batch_id)
-                if self._queued.get(m.name, {}).pop(batch_id, None) is not None:
-                    self.router.done(m, elapsed)
-                    self._wake()
+                self.transfer_retries += 1
+                transfer_retried = True
+            elif step is Step.SKIP_DRAINING:
+                log.info("%s is draining; batch goes elsewhere", m.name)
+                self.router.mark_draining(m.name)
+            elif step is Step.SKIP_SHADOW:
+                log.info("%s shadows the serving version; batch goes elsewhere", m.name)
+                self.router.mark_shadow(m.name)
+            elif step is Step.BACK_OFF:
+                self.router.exclude(m.name, OVERLOADED_COOLDOWN_SECONDS)
+                await asyncio.sleep(0.05)
+            elif step is Step.LOST_UNREACHABLE:
+                log.warning("%s unreachable mid-batch; retrying elsewhere", m.name)
+                self.router.exclude(m.name, UNREACHABLE_COOLDOWN_SECONDS)
+            elif step is Step.LOST:
+                log.warning("%s lost mid-batch; retrying elsewhere: %s", m.name, type(err).__name__)
+                self.router.drop(m.name)
+            if step in LOSSES:
+                lost, last = lost + 1, err
             tried.add(m.name)
             report.retries += 1
             self.router.retries += 1
@@ -556,9 +457,7 @@ class AsyncRewardPoolClient:
                                f"the {timeout}s deadline; their batches were cancelled on the workers")
         if failed:  # a bug here, not a sample's failure
             raise failed[0]
-        if not any(self._queued.values()) and self._rebalancer is not None:
-            self._rebalancer.cancel()  # nothing out: no task left behind on the loop
-            self._rebalancer = None
+        self.dispatcher.idle()
 
     async def score(self, outputs: list, prompts: list[str], *, timeout: float | None = None,
                     raise_errors: bool = False, group: str | None = None) -> list:

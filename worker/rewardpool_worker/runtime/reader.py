@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 
 import torch
@@ -30,6 +31,9 @@ from ..store import Store, TransferFailed
 log = logging.getLogger("rewardpool.reader")
 
 MiB = 2**20
+# A read over a stale pooled connection fails at once; one that failed after this long ran into the transport's
+# progress timeout (a peer or a network that does not answer): asking again would only double the wait.
+QUICK_FAILURE_SECONDS = 2.0
 ALIGN = 64  # each output starts on a 64-byte boundary, so any dtype view is aligned
 
 
@@ -153,10 +157,14 @@ class RegisteredTensorReader:
         address and port open for reuse; when the peer has restarted at the same address and port (a trainer pod
         given its predecessor's IP, its port drawn again from Mooncake's 2001), the first transfer over the old
         connection fails and Mooncake drops it: the second try opens a new one (measured: one failed read, then
-        every read succeeds). A second failure is the outputs' (their owner gone) and is raised."""
+        every read succeeds). A second failure is the outputs' (their owner gone) and is raised; so is a failure
+        that took QUICK_FAILURE_SECONDS or more (a peer that does not answer, not a dead connection)."""
+        t0 = time.monotonic()
         try:
             read(*args)
         except TransferFailed as e:
+            if time.monotonic() - t0 >= QUICK_FAILURE_SECONDS:
+                raise
             self.stats.transfer_retries += 1
             log.info("read failed (%s); asking once more over a new connection", e)
             read(*args)
