@@ -61,13 +61,14 @@ def pod(name, hash_="H", ready=True, phase="Running", node_name="n0", drain=None
 
 
 def run_plan(pods, replicas=2, nodes=None, blocking=False, network=NET, health=None, silent=None, used=None,
-             groups=None, old_status=None, **spec):
-    """`groups`: pod IP -> caller groups its worker reports pinned; `old_status`: the pool's last status."""
+             groups=None, old_status=None, reads=None, **spec):
+    """`groups`: pod IP -> caller groups its worker reports pinned; `old_status`: the pool's last status; `reads`:
+    pod IP -> its batch reads in the data-path window (datapath.Reads)."""
     p = pool(replicas=replicas, drainTimeoutSeconds=600, **spec)
     s = sizing.compute(p.spec)
     obs = Observed(pods=pods, nodes={n["metadata"]["name"]: n for n in (nodes or [ready_node()])},
                    signals=Signals(0, 0, None, len(pods), groups=groups or {}), health=health or {},
-                   segment_used=used or {}, unreachable_for=silent or {}, now=NOW)
+                   segment_used=used or {}, unreachable_for=silent or {}, now=NOW, reads=reads or {})
     return plan(p, s, builders.pod_template(p, s), "H", obs, blocking, network, old_status or {})
 
 

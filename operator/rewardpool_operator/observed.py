@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .datapath import Reads
+
 
 @dataclass(frozen=True)
 class Signals:
@@ -17,6 +19,8 @@ class Signals:
     groups: dict[str, int] = field(default_factory=dict)  # pod IP -> caller groups pinned to it (a roll's hold)
     # pod IP -> the scorer version the worker reports (its label's digest, then its model files'): what it serves
     versions: dict[str, str] = field(default_factory=dict)
+    # pod IP -> (batch reads ok, failed) since the worker started: its counters, for the data-path verdict
+    reads: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -52,4 +56,6 @@ class Observed:
     # scorer version -> when its workers last reported pinned groups, as the operator remembers it (status.roll.pins
     # is the record; this survives a refused status write, the record survives a restart)
     pins: dict[str, float] = field(default_factory=dict)
+    # pod IP -> its batch reads within the last datapath.WINDOW_SECONDS (the operator's memory of the counters)
+    reads: dict[str, Reads] = field(default_factory=dict)
     now: float = 0.0

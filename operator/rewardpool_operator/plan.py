@@ -5,15 +5,16 @@ A plan is made in steps, each its own function over one `_Pass` (the pods, what 
 1. the roll's phase (`roll.step`): none, Shadow or Replacing, and what that phase may do (`roll.ALLOWED`);
 2. lost workers (Failed, Succeeded/evicted, on a node gone or NotReady past NODE_LOST_SECONDS) are deleted
    and replaced; they never count as workers;
-3. a surplus of serving workers is marked for draining, in `rollout.removal_order`;
-4. missing workers are created: of the wanted template, or in the Shadow phase copies of an old worker;
-5. stale workers (another template) are marked for draining, when the phase allows: the ones not Ready at
+3. a worker whose store reads fail while its peers' succeed (`datapath.broken`) is marked for draining;
+4. a surplus of serving workers is marked for draining, in `rollout.removal_order`;
+5. missing workers are created: of the wanted template, or in the Shadow phase copies of an old worker;
+6. stale workers (another template) are marked for draining, when the phase allows: the ones not Ready at
    once, the Ready ones while the unavailability budget allows;
-6. workers already draining are deleted when `drain.verdict` says nothing is lost;
-7. the built-in autoscaler's new size, if any, is written through /scale.
-Every removal of a serving worker (3, 5, and the replacement in 2) asks the one hold (`roll.Hold`), so none
+7. workers already draining are deleted when `drain.verdict` says nothing is lost;
+8. the built-in autoscaler's new size, if any, is written through /scale.
+Every removal of a serving worker (3, 4, 6, and the replacement in 2) asks the one hold (`roll.Hold`), so none
 removes the last worker of a version that caller groups are pinned to. Nothing but the cleanup of lost workers
-and 7 happens while a blocking finding stands or the RoCE network is missing."""
+and 8 happens while a blocking finding stands or the RoCE network is missing."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from rewardpool_worker.contract import (DRAIN_ANNOTATION, EXPECTED_OUTPUTS_ANNOT
                                         SHADOW_ANNOTATION, Agreement, parse_expected_outputs, version_label)
 
 from . import conditions as C
+from . import datapath
 from . import drain as drain_mod
 from . import autoscaler
 from . import reasons as R
@@ -363,7 +365,19 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
                 and pas.hold.keeps(v, pas.left(v) + 1, _name(pod)):
             p.create_like.append(copy_of(pod, template))
 
-    # 3. surplus
+    # 3. a worker whose store reads fail while its peers' succeed: its data path is broken; it drains and is
+    # replaced (step 4), unless the hold keeps it (the last worker of a pinned version)
+    by_ip = {pod_ip(x): x for x in pas.serving if pod_ip(x)}
+    for ip, why in sorted(datapath.broken(observed.reads).items()):
+        pod = by_ip.get(ip)
+        if pod is None:
+            continue
+        kept = not pas.remove(pod, f"its data path is broken: {why}")
+        p.problems.append(Problem(R.DATA_PATH_BROKEN, f"worker {_name(pod)}: {why}; "
+                                  + ("the roll's hold keeps it for now" if kept else "draining it and starting a "
+                                     "replacement")))
+
+    # 4. surplus
     for pod in old_shadows:
         p.drain.append((_name(pod), "a shadow of a template no longer wanted"))
     if replicas == 0:  # a pool scaled to zero keeps no shadow either
@@ -374,7 +388,7 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
             break
         surplus -= pas.remove(pod, "scale in")
 
-    # 4. missing workers: of the wanted template, or in the Shadow phase copies of the serving version's
+    # 5. missing workers: of the wanted template, or in the Shadow phase copies of the serving version's
     missing = max(replicas - len(pas.serving) - len(p.create_like), 0)
     if allowed.create_from == "new":
         p.create = missing
@@ -389,7 +403,7 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
     if allowed.shadow and not mine and replicas > 0:
         p.create_shadow = 1
 
-    # 5. the roll's drains, within the budget, when the phase allows them
+    # 6. the roll's drains, within the budget, when the phase allows them
     if allowed.drain_stale:
         holding = [x for x in terminating if not stuck_terminating(x, observed.nodes, now)]
         # Workers about to be created count as unavailable: a roll never outruns its replacements.
@@ -408,7 +422,7 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
             budget -= pas.remove(pod, "spec changed")
     p.held = "; ".join(dict.fromkeys(pas.hold.said))
 
-    # 6. drains that have ended
+    # 7. drains that have ended
     for pod in draining:
         name = _name(pod)
         v = drain_mod.verdict(name, observed.health.get(name), sizing.per_worker_bytes > 0,
@@ -424,7 +438,7 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
     p.draining = draining_left + len(p.drain)
     _count(p, pas.serving, want_hash)
 
-    # 7. the built-in autoscaler
+    # 8. the built-in autoscaler
     auto = spec.autoscaling
     if auto is not None and auto.enabled:
         starting = sum(1 for x in pas.serving if not is_ready(x)) + p.create + len(p.create_like)

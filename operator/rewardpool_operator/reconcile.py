@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from rewardpool_worker.contract import DRAIN_ANNOTATION, SHADOW_ANNOTATION
 
 from . import conditions as C
+from . import datapath
 from . import podstatus
 from . import pool_metrics
 from . import reasons as R
@@ -66,6 +67,7 @@ class PoolMemory:
     signals: Signals | None = None
     signals_at: float = 0.0
     pins: dict[str, float] = field(default_factory=dict)  # scorer versions with caller groups pinned (plan.Plan.pins)
+    reads: datapath.Samples = field(default_factory=dict)  # each worker's read counters per scrape, in the window
 
 
 async def reconcile(kube: Kube, workers: WorkerClient, body: dict, nodes: dict[str, dict], pods: PodCache,
@@ -152,8 +154,10 @@ async def _observe(workers: WorkerClient, pool: Pool, nodes: dict[str, dict], ca
     max_age = SIGNALS_MAX_AGE if auto is not None and auto.enabled else PASSIVE_SIGNALS_MAX_AGE
     if full or memory.signals is None or now - memory.signals_at >= max_age:
         memory.signals, memory.signals_at = await workers.signals(ips, pool.spec.store.metricsAddress), now
+        datapath.remember(memory.reads, memory.signals.reads, now)
     signals = memory.signals
-    obs = Observed(pods=pods, nodes=nodes, signals=signals, history=memory.autoscaler, now=now)
+    obs = Observed(pods=pods, nodes=nodes, signals=signals, history=memory.autoscaler, now=now,
+                   reads=datapath.window(memory.reads))
     names = {x["metadata"]["name"] for x in pods}
     for gone in set(memory.silent_since) - names:
         memory.silent_since.pop(gone, None)

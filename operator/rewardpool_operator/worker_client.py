@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rewardpool_worker.contract import (ACTIVE_GROUPS_METRIC, DRAIN_PATH, HEALTH_PATH, HTTP_PORT,
                                         MASTER_METRICS_PATH, METRICS_PATH, PENDING_BYTES_METRIC, PROMOTE_PATH,
-                                        QUEUE_DEPTH_METRIC, SCORE_METRIC, SEGMENTS_DETAIL_PATH, WorkerHealth,
+                                        QUEUE_DEPTH_METRIC, SCORE_METRIC, STORE_READS_METRIC, SEGMENTS_DETAIL_PATH, WorkerHealth,
                                         control_header, segment_used)
 
 from .observed import Signals
@@ -53,6 +53,17 @@ def reported_version(text: str) -> str | None:
     return None
 
 
+def store_reads(text: str) -> tuple[int, int] | None:
+    """A worker's batch reads since it started, (ok, failed), from its /metrics; None from a worker too old to
+    count them."""
+    counts: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == STORE_READS_METRIC:
+                counts[sample.labels.get("result", "")] = sample.value
+    return (int(counts.get("ok", 0)), int(counts.get("failed", 0))) if counts else None
+
+
 def parse(text: str, names: set[str]) -> dict[str, float]:
     out: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
@@ -84,9 +95,12 @@ class HttpWorkerClient:
         per_worker: dict[str, int] = {}
         groups: dict[str, int] = {}
         versions: dict[str, str] = {}
+        reads: dict[str, tuple[int, int]] = {}
         for ip, text in zip(pod_ips, texts):
             if text is None:
                 continue
+            if (r := store_reads(text)) is not None:
+                reads[ip] = r
             if (v := reported_version(text)) is not None:
                 versions[ip] = v
             m = parse(text, {QUEUE_DEPTH_METRIC, PENDING_BYTES_METRIC, ACTIVE_GROUPS_METRIC})
@@ -103,7 +117,7 @@ class HttpWorkerClient:
             if m.get("master_total_capacity_bytes"):
                 fill = m.get("master_allocated_bytes", 0.0) / m["master_total_capacity_bytes"]
         return Signals(queue if answered else None, pending if answered else None, fill, answered, per_worker,
-                       groups, versions)
+                       groups, versions, reads)
 
     async def health(self, pod_ip: str) -> dict | None:
         try:

@@ -120,12 +120,14 @@ class FakeWorkers:
         self.healths: dict[str, dict] = {}
         self.segments: dict[str, int] = {}
         self.drains: list[tuple[str, str]] = []
+        self.reads: dict[str, tuple[int, int]] = {}  # batch reads (ok, failed) since start by pod IP
 
     async def signals(self, pod_ips: list[str], master_metrics: str | None) -> Signals:
         answered = {ip: self.queues[ip] for ip in pod_ips if ip in self.queues}
         total = sum(answered.values()) if answered else None
         groups = {ip: self.groups[ip] for ip in pod_ips if ip in self.groups}
-        return Signals(total, 0 if answered else None, None, len(answered), answered, groups)
+        reads = {ip: self.reads[ip] for ip in pod_ips if ip in self.reads}
+        return Signals(total, 0 if answered else None, None, len(answered), answered, groups, reads=reads)
 
     async def health(self, pod_ip: str) -> dict | None:
         return self.healths.get(pod_ip)

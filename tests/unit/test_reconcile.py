@@ -232,3 +232,24 @@ def test_the_operator_remembers_pinned_versions_across_passes_whose_status_write
     status = w.reconcile()
     assert ("annotate", "Pod") not in [(v, k) for v, k, _ in w.kube.writes]
     assert status["roll"]["pins"] == {old_version: w.body["status"]["roll"]["phaseSince"]}
+
+
+def test_a_worker_whose_reads_fail_while_its_peers_succeed_is_drained_replaced_and_said():
+    """The data-path verdict across passes: the operator remembers each worker's read counters per scrape, and
+    the one whose reads fail (a bad MTU, a duplicate net1 address) while its peers' succeed is drained through the
+    worker client, a replacement is created and the pool is Degraded DataPathBroken."""
+    w = World(replicas=3)
+    w.reconcile()
+    w.pods_seen()
+    w.workers.reads = {"10.0.0.1": (50, 0), "10.0.0.2": (40, 0), "10.0.0.3": (45, 0)}
+    w.reconcile()  # the first scrape: nothing to compare yet
+    assert w.workers.drains == []
+    w.workers.reads = {"10.0.0.1": (50, 6), "10.0.0.2": (52, 0), "10.0.0.3": (55, 1)}
+    mark = len(w.kube.writes)
+    status = w.reconcile()
+    bad = next(p["metadata"]["name"] for p in w.kube.pods() if (p.get("status") or {}).get("podIP") == "10.0.0.1")
+    assert [n for v, _, n in w.since(mark) if v == "annotate"] == [bad]
+    assert [ip for ip, _ in w.workers.drains] == ["10.0.0.1"]
+    assert [v for v, _, _ in w.since(mark)].count("create") == 1  # its replacement
+    assert conditions(status)["Degraded"] == ("True", "DataPathBroken")
+    assert any(r == "DataPathBroken" and bad in m for _, r, m in w.kube.events)

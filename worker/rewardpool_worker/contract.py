@@ -96,6 +96,10 @@ class WorkerMetricNames:
     REFUSED_BATCHES = Metric("rewardpool_worker_refused_batches", "counter",
                              "Batches refused (larger than batchSize, or beyond the queue limit)")
     READ_BYTES = Metric("rewardpool_worker_read_bytes", "counter", "Bytes read from the store")
+    STORE_READS = Metric("rewardpool_worker_store_read_batches", "counter",
+                         "Batch reads from the store by result: ok, or failed (a transfer that failed or made no "
+                         "progress: this worker's data path, or the outputs' owner gone); the operator compares "
+                         "workers' failures to find a broken data path", ("result",))
     BUFFER_REGISTRATIONS = Metric("rewardpool_worker_buffer_registrations", "counter",
                                   "Read buffer registrations with the transfer engine (one per read slot)")
     READ_SLOTS_IN_USE = Metric("rewardpool_worker_read_slots_in_use", "gauge",
@@ -172,6 +176,7 @@ def all_metrics() -> list[Metric]:
 QUEUE_DEPTH_METRIC = WorkerMetricNames.QUEUE_DEPTH.name
 PENDING_BYTES_METRIC = WorkerMetricNames.PENDING_BYTES.name
 ACTIVE_GROUPS_METRIC = WorkerMetricNames.ACTIVE_GROUPS.name
+STORE_READS_METRIC = WorkerMetricNames.STORE_READS.exposed  # `result`: ok | failed
 SCORE_METRIC = WorkerMetricNames.SCORE.name  # its `version` label: the scorer version a worker scores with
 
 # The Ray actor of a pod is named ACTOR_PREFIX + "<namespace>/<pool>:<pod>"; pool clients find them by prefix.

@@ -24,6 +24,8 @@ class WorkerMetrics:
         self.batches = N.BATCHES.make(r)
         self.refused = N.REFUSED_BATCHES.make(r)
         self.bytes_read = N.READ_BYTES.make(r)
+        self.store_reads = N.STORE_READS.make(r)
+        self.store_reads.labels("ok"), self.store_reads.labels("failed")  # both series at 0 from the start
         self.registrations = N.BUFFER_REGISTRATIONS.make(r)
         self.holding = N.READ_SLOTS_IN_USE.make(r)
         self.buffer_bytes = N.READ_BUFFER_BYTES.make(r)
@@ -64,7 +66,9 @@ class WorkerMetrics:
         self.model_busy.set(stats.get("model_busy_seconds", 0.0))
         for name, counter in (("bytes_read", self.bytes_read), ("batches", self.batches),
                               ("refused", self.refused), ("registrations", self.registrations),
-                              ("outputs", self.scored.labels(self.scorer))):
+                              ("outputs", self.scored.labels(self.scorer)),
+                              ("reads_ok", self.store_reads.labels("ok")),
+                              ("read_failures", self.store_reads.labels("failed"))):
             delta = stats.get(name, 0) - self._last.get(name, 0)
             if delta > 0:
                 counter.inc(delta)

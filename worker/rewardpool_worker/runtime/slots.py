@@ -22,6 +22,7 @@ from ..frames import inline_bytes, picked_frames
 from ..records import OutputRef
 from ..scorers import frames_declared
 from ..scorers.base import option, warm_up
+from ..store import TransferFailed
 from .reader import RegisteredTensorReader, copy_output
 
 
@@ -82,6 +83,7 @@ class StoredOutputRewardActor:
         self.pending_bytes = 0
         self.batches = 0
         self.refused = 0
+        self.reads_ok = self.read_failures = 0  # batch reads from the store (the operator's data-path verdict)
         self.model_since: float | None = None
         self.slowest_batch = 0.0
         self.warmup_seconds: float | None = None
@@ -205,7 +207,7 @@ class StoredOutputRewardActor:
         if refs and reader is None:
             raise RuntimeError("got stored-output refs but this actor has no store reader")
         t0 = time.perf_counter()
-        lease = reader.view_many(refs, [self.picks(r) for r in refs]) if refs else None
+        lease = self._read(reader, refs)
         try:
             views = iter(lease.tensors) if lease else iter(())
             if option(self.scorer, "copy_outputs"):  # a scorer that keeps outputs gets its own copies
@@ -235,6 +237,21 @@ class StoredOutputRewardActor:
                                           if isinstance(v, float) and v == v)
         return scores
 
+    def _read(self, reader, refs: list[OutputRef]):
+        """The batch's stored outputs as views of the slot's buffer (None: it has none), each read counted by its
+        result: a worker whose reads fail while its peers' succeed has a broken data path."""
+        if not refs:
+            return None
+        try:
+            lease = reader.view_many(refs, [self.picks(r) for r in refs])
+        except TransferFailed:
+            with self._lock:
+                self.read_failures += 1
+            raise
+        with self._lock:
+            self.reads_ok += 1
+        return lease
+
     def read_copies(self, refs: list[OutputRef]) -> list[torch.Tensor]:
         """Outputs as copies (media logging), through a read slot like any batch."""
         reader = self._slots.get()
@@ -257,7 +274,7 @@ class StoredOutputRewardActor:
                     "inline_bytes": self.inline_bytes, "peak_inline_bytes": self.peak_inline_bytes,
                     "holding": self.holding, "peak_holding": self.peak_holding, "batches": self.batches,
                     "outputs": self.outputs,
-                    "refused": self.refused,
+                    "refused": self.refused, "reads_ok": self.reads_ok, "read_failures": self.read_failures,
                     "bytes_read": sum(r.bytes_read for r in regs), "reads": sum(r.reads for r in regs),
                     "registrations": sum(r.registrations for r in regs),
                     "buffer_bytes": sum(r.capacity for r in regs),
