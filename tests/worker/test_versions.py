@@ -19,8 +19,9 @@ from tests.worker.conftest import KEY, pool_cfg
 SCALES = {"v-one": 1.0, "v-two": 3.0}  # the old and the new reward model: the new scores 3x the old
 
 
-def workers(master, pool, spec_version, n, first):
-    """n workers of one version, started side by side (each loads torch and connects to the store)."""
+def workers(master, pool, spec_version, n, first, annotations_file=None):
+    """n workers of one version, started side by side (each loads torch and connects to the store);
+    `annotations_file`: their pods' Downward API annotations (a shadow worker's carries the shadow annotation)."""
     from concurrent.futures import ThreadPoolExecutor
 
     cfg = pool_cfg(master, pool, {"class": "tests.worker.custom_scorer:ScaledMean", "batch_size": 2,
@@ -28,7 +29,7 @@ def workers(master, pool, spec_version, n, first):
     cfg = cfg.model_copy(update={"scorer_version": spec_version})
     with ThreadPoolExecutor(n) as ex:
         return list(ex.map(lambda i: start_actor(cfg, f"{pool}-pod-{first + i}", "127.0.0.1",
-                                                          control_key=KEY), range(n)))
+                                                 annotations_file=annotations_file, control_key=KEY), range(n)))
 
 
 def test_a_roll_under_load_never_mixes_versions_in_a_call_or_a_group(ray_cluster, master, producer):
@@ -106,25 +107,33 @@ def test_the_model_files_content_is_part_of_the_version(tmp_path):
     assert model_digest(other) != model_digest(cfg)  # a processor path counts, even when it is not on disk
 
 
+@pytest.mark.parametrize("shadow", [False, True], ids=["both-serving", "shadow-then-promoted"])
 def test_a_miles_run_through_a_roll_scores_each_rollout_with_one_version(ray_cluster, master, producer,
-                                                                         monkeypatch):
+                                                                         monkeypatch, tmp_path, shadow):
     """miles' reward hook as miles calls it (its micro-groups awaited at once, rollout after rollout) on a pool in
-    the middle of a roll (both versions serving, then the old one drained away): every rollout, so every GRPO
-    group in it, is scored by one version, with that version's rewards; and the old version's workers count the
-    rollout as a pinned group while it runs (what the operator's maxVersionSkewSeconds hold reads)."""
+    the middle of a roll (both versions serving, or the new one first in shadow and then promoted; then the old
+    one drained away): every rollout, so every GRPO group in it, is scored by one version, with that version's
+    rewards; the old version's workers count the rollout as a pinned group while it runs (what the operator's
+    maxVersionSkewSeconds hold reads); in shadow, the new version scores the same outputs beside, unseen."""
     import asyncio
     from types import SimpleNamespace
 
     from rewardpool_worker.integrations import miles
+    from tests.worker.test_shadow import annotations
 
     monkeypatch.setattr(miles, "HINT_GAP_SECONDS", 0.3)
     monkeypatch.setattr(miles, "_rollouts", {})
     monkeypatch.setattr(miles, "_clients", {})
     refs = [producer.put(f"mroll-{i}", seed=170 + i, shape=(3, 2, 4, 4)) for i in range(8)]
     means = {r.key: float(make_tensor(170 + i, [3, 2, 4, 4], "float32").mean()) for i, r in enumerate(refs)}
-    old = workers(master, "mroll", "v-one", 1, 0)
-    new = workers(master, "mroll", "v-two", 1, 1)
-    args = SimpleNamespace(custom_rm_args="pool=mroll,namespace=t,hint=false,timeout=60", reward_key=None)
+    pool = "mrs" if shadow else "mroll"
+    podinfo = None
+    if shadow:
+        podinfo = tmp_path / "annotations"
+        annotations(podinfo, shadow=True)
+    old = workers(master, pool, "v-one", 1, 0)
+    new = workers(master, pool, "v-two", 1, 1, annotations_file=str(podinfo) if podinfo else None)
+    args = SimpleNamespace(custom_rm_args=f"pool={pool},namespace=t,hint=false,timeout=60", reward_key=None)
 
     def sample(r):
         return SimpleNamespace(prompt="p", metadata={}, reward_max_queue_depth=None,
@@ -134,7 +143,7 @@ def test_a_miles_run_through_a_roll_scores_each_rollout_with_one_version(ray_clu
     async def rollout():
         groups = [[sample(r) for r in refs[i:i + 2]] for i in range(0, 8, 2)]  # 4 micro-groups, at once
         rewards = await asyncio.gather(*(miles.rewardpool_rm(args, g) for g in groups))
-        return [(s.generated_output.key, s.metadata["reward_scorer_version"]["mroll"], w)
+        return [(s.generated_output.key, s.metadata["reward_scorer_version"][pool], w)
                 for g, ws in zip(groups, rewards) for s, w in zip(g, ws)]
 
     async def run():
@@ -146,11 +155,14 @@ def test_a_miles_run_through_a_roll_scores_each_rollout_with_one_version(ray_clu
                 pinned = await asyncio.to_thread(lambda: [ray.get(w.stats.remote())["active_groups"]
                                                           for w in old + new])
             out.append(await task)
+            if k == 1 and shadow:  # the operator promotes the shadow (its gate passed): both serve
+                assert await asyncio.to_thread(ray.get, new[0].promote.remote(KEY)) is True
             if k == 2:  # the roll drains the old version's worker
                 await asyncio.to_thread(ray.get, old[0].drain.remote(KEY))
             await asyncio.sleep(0.4)  # the gap between rollouts
         return out, pinned
     rollouts, pinned = asyncio.run(run())
+    agreement = ray.get(new[0].stats.remote())["agreement"]
     for w in old + new:
         ray.kill(w)
 
@@ -161,4 +173,7 @@ def test_a_miles_run_through_a_roll_scores_each_rollout_with_one_version(ray_clu
         assert [w for _, _, w in scored] == [pytest.approx(scale * means[key]) for key, _, _ in scored]
         versions.append(version)
     assert all(v.startswith("v-two-") for v in versions[3:])  # after the drain, the new version only
+    if shadow:  # in shadow, the old version served every rollout; the new one scored them beside, unseen
+        assert all(v.startswith("v-one-") for v in versions[:2]), versions
+        assert sum(a["n"] for a in agreement.values()) > 0, agreement  # (an idle shadow takes a batch)
     assert sum(pinned) >= 1, pinned  # the running rollout is a pinned group on the version scoring it
