@@ -90,6 +90,18 @@ def headless_service(pool: Pool) -> dict:
                      "ports": [{"name": "http", "port": HTTP_PORT, "targetPort": "http"}]}}
 
 
+def score_service_name(pool: Pool) -> str:
+    return f"{pool.name}-score"
+
+
+def score_service(pool: Pool) -> dict:
+    """The pool's front door: HTTP scoring (POST /v1/score, flow-GRPO's POST /) on its Ready workers, load-balanced
+    by the cluster (a draining or shadow worker is not Ready, so it gets none)."""
+    return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(pool, score_service_name(pool), "score"),
+            "spec": {"type": "ClusterIP", "selector": {**pool.selector, COMPONENT_LABEL: "worker"},
+                     "ports": [{"name": "http", "port": HTTP_PORT, "targetPort": "http"}]}}
+
+
 # ---- disruption budget ---------------------------------------------------------------------------------------
 def disruption_budget(pool: Pool) -> dict:
     """Voluntary evictions (`kubectl drain`, cluster autoscaler) get the same budget as the operator's own
@@ -351,7 +363,8 @@ def copy_of(worker: dict, template: dict) -> dict:
 def desired_objects(pool: Pool, sizing: SizingResult) -> list[dict]:
     """Everything the operator creates for a pool, workers named as the API server would name them; not the
     control Secret, whose token the operator draws at random when it creates it."""
-    objs = [o for o in (network_attachment(pool), headless_service(pool), disruption_budget(pool)) if o is not None]
+    objs = [o for o in (network_attachment(pool), headless_service(pool), score_service(pool), disruption_budget(pool))
+            if o is not None]
     template = pod_template(pool, sizing)
     for i in range(pool.spec.replicas):
         pod = copy.deepcopy(template)

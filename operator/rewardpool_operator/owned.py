@@ -18,7 +18,7 @@ from rewardpool_worker.contract import control_secret_name
 
 from . import reasons as R
 from .builders import (attachment_ref, control_secret, control_token, disruption_budget, headless_service,
-                       network_attachment)
+                       network_attachment, score_service)
 from .findings import Problem
 from .kube import Kube, NadCrdMissing
 from .observed import Network
@@ -97,6 +97,9 @@ async def ensure_owned(kube: Kube, pool: Pool, generation: int, applied: dict[st
     network = await _ensure_network(kube, pool, applied, events)
     if await ensure(kube, headless_service(pool), applied) == "created":
         events.append(("Normal", R.SERVICE_CREATED, f"created headless service {pool.name}-workers"))
+    if await ensure(kube, score_service(pool), applied) == "created":
+        events.append(("Normal", R.SERVICE_CREATED, f"created scoring service {pool.name}-score (HTTP POST "
+                       "/v1/score on its Ready workers)"))
     if await ensure(kube, disruption_budget(pool), applied) == "created":
         events.append(("Normal", R.DISRUPTION_BUDGET_CREATED, f"created PodDisruptionBudget {pool.name}"))
     token, token_problem = await _ensure_control_token(kube, pool, events)

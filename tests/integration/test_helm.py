@@ -80,6 +80,7 @@ def test_network_policies_render_per_namespace_and_are_admitted(chart):
     rendered = helm("template", "np", str(CHART), "--namespace", OPERATOR_NS, "--set", "rbac.create=false",
                     "--set", "networkPolicy.namespaces={np-a,np-b}", "--set", "networkPolicy.clientNamespaces={train}",
                     "--set", "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.team=monitoring",
+                    "--set", "networkPolicy.scoreNamespaces={evals}",
                     "--show-only", "templates/networkpolicy.yaml").stdout
     policies = [d for d in yaml.safe_load_all(rendered) if d]
     assert [p["metadata"]["namespace"] for p in policies] == ["np-a", "np-b"]
@@ -91,12 +92,13 @@ def test_network_policies_render_per_namespace_and_are_admitted(chart):
                                                   "app.kubernetes.io/component": "worker"}
     assert live["policyTypes"] == ["Ingress"]
     control, data = live["ingress"]
-    # The control port: the operator's pods and the named scraper, nobody else.
+    # The HTTP port: the operator's pods, the named scraper and the HTTP scoring callers' namespace, nobody else.
     assert control["ports"] == [{"protocol": "TCP", "port": HTTP_PORT}]
     assert control["from"][0]["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": OPERATOR_NS}
     assert control["from"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/name"] == "rewardpool-operator"
     assert control["from"][1] == {"namespaceSelector": {"matchLabels": {"team": "monitoring"}}}
-    assert len(control["from"]) == 2
+    assert control["from"][2] == {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "evals"}}}
+    assert len(control["from"]) == 3
     # Every other port (store client, Ray): the pools' workers and the training namespace; never the control port.
     tcp = sorted((p["port"], p["endPort"]) for p in data["ports"] if p["protocol"] == "TCP")
     assert tcp == [(1, HTTP_PORT - 1), (HTTP_PORT + 1, 65535)]

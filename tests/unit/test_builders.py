@@ -315,3 +315,18 @@ def test_a_copy_of_an_old_worker_is_that_worker_as_it_was_created_not_as_it_ran(
     assert {k: v for k, v in new["spec"].items()} == {k: v for k, v in old["spec"].items() if k != "nodeName"}
     # the pod's security context and token mounting are the old worker's, as the operator set them
     assert new["spec"]["automountServiceAccountToken"] is False
+
+
+def test_the_scoring_service_routes_http_to_ready_workers_only():
+    """The pool's front door: a ClusterIP Service on the workers' http port, selecting this pool's workers; not
+    publishing not-Ready addresses, so a draining or shadow worker (not Ready) gets no HTTP call."""
+    from rewardpool_operator.builders import headless_service, score_service
+    from rewardpool_worker.contract import HTTP_PORT
+
+    p = pool()
+    svc = score_service(p)
+    assert svc["metadata"]["name"] == f"{p.name}-score" and svc["spec"]["type"] == "ClusterIP"
+    assert svc["spec"]["selector"] == headless_service(p)["spec"]["selector"]
+    assert svc["spec"]["ports"] == [{"name": "http", "port": HTTP_PORT, "targetPort": "http"}]
+    assert "publishNotReadyAddresses" not in svc["spec"]
+    assert svc["metadata"]["ownerReferences"][0]["controller"] is True

@@ -12,7 +12,7 @@ def test_render_prints_every_object_from_the_builders(capsys):
     assert main(["render", "-f", str(EXAMPLE), "--namespace", "rl"]) == 0
     objs = list(yaml.safe_load_all(capsys.readouterr().out))
     kinds = [o["kind"] for o in objs]
-    assert kinds == ["NetworkAttachmentDefinition", "Service", "PodDisruptionBudget", "Pod", "Pod"]
+    assert kinds == ["NetworkAttachmentDefinition", "Service", "Service", "PodDisruptionBudget", "Pod", "Pod"]
     assert all(o["metadata"]["namespace"] == "rl" for o in objs)
     assert json.loads(objs[0]["spec"]["config"])["master"] == "bond0"
 

@@ -13,7 +13,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 ROOTS = {"rewardpool_operator": REPO / "operator", "rewardpool_worker": REPO / "worker",
          "rewardpool_devcluster": REPO / "devcluster"}
-BOTTOM = {"errors", "records", "store", "frames"}
+BOTTOM = {"errors", "records", "store", "frames", "httpapi"}
 
 # Which layer may import which (besides itself). devcluster is dev tooling: on top of everything.
 ALLOWED = {

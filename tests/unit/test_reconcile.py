@@ -69,7 +69,7 @@ def test_a_new_pool_gets_its_objects_pods_status_and_events_in_one_pass():
     w = World()
     status = w.reconcile()
     k = w.kube
-    assert sorted(k.kinds("apply")) == ["NetworkAttachmentDefinition", "PodDisruptionBudget", "Service"]
+    assert sorted(k.kinds("apply")) == ["NetworkAttachmentDefinition", "PodDisruptionBudget", "Service", "Service"]
     assert k.kinds("create") == ["Secret", "Pod", "Pod"] and k.kinds("status") == ["RewardPool"]
     pods = k.pods()
     assert len({p["metadata"]["name"] for p in pods}) == 2
@@ -85,7 +85,7 @@ def test_a_new_pool_gets_its_objects_pods_status_and_events_in_one_pass():
     assert status["replicas"] == 2 and status["readyReplicas"] == 0 and status["selector"] == f"{POOL_LABEL}=p"
     assert k.statuses[-1] == status
     reasons = [r for _, r, _ in k.events]
-    assert reasons == ["NetworkAttachmentCreated", "ServiceCreated", "DisruptionBudgetCreated",
+    assert reasons == ["NetworkAttachmentCreated", "ServiceCreated", "ServiceCreated", "DisruptionBudgetCreated",
                        "ControlTokenCreated", "WorkerCreated"]
     assert all(t == "Normal" for t, _, _ in k.events) and "created 2 worker pods" in k.events[-1][2]
 

@@ -22,6 +22,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from ..contract import (ANNOTATIONS_FILE, CONTROL_TOKEN_FILE, DRAIN_ANNOTATION, DRAIN_PATH, EXIT_REJOIN, HEALTH_PATH,
                         MASTER_METRICS_PATH, METRICS_PATH, PROMOTE_PATH, RAY_GCS_RECONNECT_ENV, READY_PATH,
                         SEGMENTS_DETAIL_PATH, StoreConfig, WorkerConfig, WorkerHealth, segment_used)
+from ..httpapi import FLOW_GRPO_PATH, SCORE_PATH
+from . import http_score
 from .control import ControlAuth
 from .metrics import WorkerMetrics
 from .network import local_hostname, parse_annotations_file
@@ -47,6 +49,7 @@ REGISTRATION_TIMEOUT_SECONDS = 5.0
 REGISTRATION_STALE_SECONDS = 10.0
 REJOIN_AFTER_SECONDS = float(os.environ.get("REWARDPOOL_REJOIN_AFTER_SECONDS", "30"))
 REJOIN_DRAIN_SECONDS = 30.0
+SOCKET_TIMEOUT_SECONDS = 30.0  # an HTTP client silent this long mid-request is dropped (slow clients)
 
 
 class State:
@@ -55,6 +58,7 @@ class State:
         self.gcs_unanswered = False  # the last failed lookup got no answer (GCS unreachable), not "no such name"
         self.phase = "starting"  # starting -> ready -> draining -> drained; failed
         self.detail: dict = {}
+        self.scoring: http_score.Scoring | None = None  # HTTP scoring on the actor, once it is up
         self.stats: dict = {}
         self.stats_at: float | None = None  # monotonic time of the last stats answer
         self.actor_gone: str | None = None
@@ -171,14 +175,35 @@ class State:
 def serve_http(host: str, port: int, state: State, metrics: WorkerMetrics,
                auth: ControlAuth) -> ThreadingHTTPServer:
     """Reads (/healthz, /readyz, /metrics) are open: probes and scrapers need them and they change nothing.
-    Control calls need the pool's token (401 without one, 403 with a wrong one)."""
+    Control calls need the pool's token (401 without one, 403 with a wrong one). Scoring (POST /v1/score, and
+    flow-GRPO's POST /) goes to the actor (http_score.py). One thread per connection; a client that sends nothing
+    for SOCKET_TIMEOUT_SECONDS is dropped, so slow clients hold no thread for long."""
     class Handler(BaseHTTPRequestHandler):
-        def _send(self, code: int, body: bytes, ctype: str = "application/json"):
+        timeout = SOCKET_TIMEOUT_SECONDS
+
+        def _send(self, code: int, body: bytes, ctype: str = "application/json", headers: dict | None = None):
             self.send_response(code)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
             self.end_headers()
             self.wfile.write(body)
+
+        def _score(self):
+            try:
+                body = http_score.read_body(self.headers, self.rfile)
+            except OSError:  # a client that stalled past the socket timeout, or went away: dropped
+                self.close_connection = True
+                return
+            if isinstance(body, http_score.Answer):
+                self.close_connection = True  # the body was not read
+                answer = body
+            else:
+                answer = http_score.handle(self.path, body, state.scoring if state.phase == "ready" else None)
+            if answer.status >= 500 or answer.status == 429:
+                log.info("POST %s from %s: %d", self.path, self.client_address[0], answer.status)
+            self._send(answer.status, answer.body, answer.content_type, answer.headers)
 
         def do_GET(self):
             if self.path == HEALTH_PATH:
@@ -193,6 +218,9 @@ def serve_http(host: str, port: int, state: State, metrics: WorkerMetrics,
                 self._send(404, b"{}")
 
         def do_POST(self):
+            if self.path in (SCORE_PATH, FLOW_GRPO_PATH):
+                self._score()
+                return
             if self.path not in (DRAIN_PATH, PROMOTE_PATH):
                 self._send(404, b"{}")
                 return
@@ -366,6 +394,7 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
     key = secrets.token_hex(16)  # the actor's drain and promote answer this process only
     actor = start_actor(cfg, pod, hostname, control_key=key)
     state.detail = ray.get(actor.ready.remote())
+    state.scoring = http_score.Scoring(actor, state.detail)
     metrics.startup(state.detail)
     state.registered_at = time.monotonic()  # start_actor resolved it by name a moment ago
     watch_registration(state, cfg.actor_name(pod), cfg.ray.namespace, own_raylet=bool(cfg.ray.address))

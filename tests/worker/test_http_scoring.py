@@ -1,0 +1,155 @@
+"""Scoring over HTTP on a real worker (the entrypoint's HTTP server in front of a real actor on real Ray, reading
+from a real mooncake_master): stored outputs and inline PNGs give the same scores and version as the Ray client;
+flow-GRPO's pickled protocol works and a payload naming a class is refused; and a worker flooded with junk,
+oversized bodies and clients that stall keeps scoring for a well-behaved caller."""
+from __future__ import annotations
+
+import base64
+import io
+import json
+import pickle
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+import ray
+import torch
+
+from rewardpool_worker import httpapi
+from rewardpool_worker.client.async_client import AsyncRewardPoolClient
+from rewardpool_worker.runtime import http_score
+from rewardpool_worker.runtime import main as main_mod
+from rewardpool_worker.runtime.control import ControlAuth
+from rewardpool_worker.runtime.main import State, serve_http
+from rewardpool_worker.runtime.metrics import WorkerMetrics
+from tests.worker.conftest import KEY
+
+MEAN = {"class": "tests.worker.custom_scorer:MeanScorer", "batch_size": 4}
+
+
+def png(seed: int) -> bytes:
+    from PIL import Image
+
+    g = torch.Generator().manual_seed(seed)
+    arr = torch.randint(0, 256, (6, 5, 3), generator=g, dtype=torch.uint8).numpy()
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def post(url: str, body: bytes, ctype="application/json", timeout=30) -> tuple[int, bytes, dict]:
+    req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": ctype})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read(), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read(), dict(e.headers)
+
+
+@pytest.fixture()
+def http_worker(pool_actors, tmp_path, monkeypatch):
+    monkeypatch.setattr(main_mod, "SOCKET_TIMEOUT_SECONDS", 2.0)  # stalled clients dropped fast in the test
+    (actor,) = pool_actors("hsc", 1, MEAN)
+    (tmp_path / "token").write_text("t")
+    state = State()
+    state.phase = "ready"
+    state.detail = ray.get(actor.ready.remote())
+    state.scoring = http_score.Scoring(actor, state.detail)
+    server = serve_http("127.0.0.1", 0, state, WorkerMetrics(), ControlAuth(tmp_path / "token"))
+    yield actor, f"http://127.0.0.1:{server.server_address[1]}", state
+    server.shutdown()
+
+
+def test_http_and_ray_give_the_same_scores_and_version(http_worker, producer):
+    actor, url, _ = http_worker
+    refs = [producer.put(f"hsc-{i}", seed=300 + i, shape=(3, 2, 4, 4)) for i in range(6)]
+    images = [png(i) for i in range(2)]
+    items = [{"key": r.key, "shape": list(r.shape), "dtype": r.dtype, "nbytes": r.nbytes} for r in refs]
+    items += [{"image": base64.b64encode(b).decode()} for b in images]
+    body = json.dumps({"items": items, "prompts": ["p"] * len(items), "group": "g1"}).encode()
+    status, raw, _ = post(url + httpapi.SCORE_PATH, body)
+    assert status == 200, raw
+    reply = httpapi.ScoreReply.model_validate_json(raw)
+    tensors = [httpapi.decode_image(b) for b in images]
+    ray_report = AsyncRewardPoolClient("hsc", "t").score_detailed
+    import asyncio
+    via_ray = asyncio.run(ray_report(refs + tensors, ["p"] * len(items), timeout=60))
+    assert reply.scores == via_ray.results and not reply.errors  # identical, not approximately
+    assert reply.version == via_ray.version == ray.get(actor.ready.remote())["version"]
+
+    # flow-GRPO's protocol on the same worker: the same images, the same scores
+    status, raw, _ = post(url + "/", pickle.dumps({"images": images, "prompts": ["p", "p"]}),
+                          "application/octet-stream")
+    assert status == 200 and pickle.loads(raw)["outputs"] == via_ray.results[-2:]
+
+    # an output the store no longer holds fails alone
+    producer.remove(refs[0].key)
+    status, raw, _ = post(url + httpapi.SCORE_PATH, json.dumps({"items": items[:2], "prompts": ["p", "p"]}).encode())
+    reply = httpapi.ScoreReply.model_validate_json(raw)
+    assert status == 200 and reply.scores[0] is None and reply.scores[1] == via_ray.results[1]
+    assert [(e.index, e.reason) for e in reply.errors] == [(0, "ObjectNotFound")]
+
+
+class Evil:
+    def __reduce__(self):
+        return (exec, ("open('/tmp/rewardpool-http-pwned', 'w').write('x')",))
+
+
+def test_junk_oversized_bodies_and_stalled_clients_do_not_stop_a_well_behaved_caller(http_worker, producer):
+    actor, url, state = http_worker
+    ref = producer.put("hsc-good", seed=400, shape=(3, 2, 4, 4))
+    good = json.dumps({"items": [{"key": ref.key, "shape": list(ref.shape), "dtype": ref.dtype,
+                                  "nbytes": ref.nbytes}], "prompts": ["p"]}).encode()
+    host, port = url.removeprefix("http://").split(":")
+    stalled = []
+    for _ in range(20):  # clients that send half a request and nothing more
+        s = socket.create_connection((host, int(port)))
+        s.sendall(b"POST /v1/score HTTP/1.1\r\nContent-Length: 1000\r\n\r\n{\"items\"")
+        stalled.append(s)
+    junk = [b"{", b"null", json.dumps({"items": [{"key": 1}], "prompts": ["p"]}).encode(),
+            pickle.dumps(Evil()), b"\x00" * 5000]
+    codes: list[int] = []
+
+    def flood():
+        for i in range(40):
+            body = junk[i % len(junk)]
+            path = "/" if body.startswith(b"\x80") else httpapi.SCORE_PATH
+            codes.append(post(url + path, body)[0])
+    threads = [threading.Thread(target=flood) for _ in range(3)]
+    for t in threads:
+        t.start()
+    # an oversized declared body: refused before it is read
+    s = socket.create_connection((host, int(port)))
+    s.sendall(f"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Length: {httpapi.MAX_BODY_BYTES + 1}\r\n\r\n".encode())
+    head = s.recv(4096).decode()
+    s.close()
+    assert head.startswith("HTTP/1.0 413") or head.startswith("HTTP/1.1 413"), head
+    t0 = time.monotonic()
+    status, raw, _ = post(url + httpapi.SCORE_PATH, good, timeout=30)  # the well-behaved caller, meanwhile
+    took = time.monotonic() - t0
+    for t in threads:
+        t.join()
+    assert status == 200 and httpapi.ScoreReply.model_validate_json(raw).scores[0] is not None
+    assert set(codes) == {400} and len(codes) == 120, sorted(set(codes))
+    print(f"well-behaved request scored in {took:.2f}s beside 20 stalled clients and 120 junk requests")
+    import os
+
+    assert not os.path.exists("/tmp/rewardpool-http-pwned")
+    time.sleep(2.5)  # past the socket timeout: the stalled clients are dropped (their threads end)
+    for s in stalled:
+        s.settimeout(5)
+        try:
+            assert s.recv(100) == b""  # closed by the worker, no answer
+        except ConnectionResetError:
+            pass
+        finally:
+            s.close()
+    assert ray.get(actor.stats.remote())["in_flight"] == 0  # nothing of the junk reached the actor
+
+    # a draining worker answers 503 (the Service routes Ready workers only: a caller sees this in the moment)
+    ray.get(actor.drain.remote(KEY))
+    status, raw, headers = post(url + httpapi.SCORE_PATH, good)
+    assert status == 503 and headers.get("Retry-After") == "1"

@@ -1,0 +1,164 @@
+"""Scoring over HTTP on a worker (httpapi.py's API): the entrypoint's HTTP server hands `POST /v1/score` and
+flow-GRPO's `POST /` here, and they reach this pod's actor as a Ray caller's batches do (the same reads through
+registered memory, the same queue, the same scorer version).
+
+A request is split by the worker's batchSize and its batches queued on the actor at once. What HTTP says:
+- 200 with a score per item, or an error for the items that could not be scored (a scorer's refusal, an output
+  the store no longer holds): the others keep theirs;
+- 400 naming the field of a malformed request; 411 without a Content-Length; 413 past MAX_BODY_BYTES (the body is
+  not read);
+- 429 with Retry-After when the worker's queue is full (the load balancer or client tries again or elsewhere);
+- 503 while the worker is not Ready to score (starting, draining, shadowing, the store master not answering):
+  the Service routes Ready workers only, so a caller sees this only in the moment a worker leaves;
+- 504 past the request's deadline: its batches still waiting are dropped before they read."""
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from .. import httpapi
+from ..contract import COMPONENT_ERRORS_KEY
+from ..errors import Cancelled, Draining, Overloaded, ScorerError, Shadowing, unwrap
+from ..store import MasterUnreachable
+
+log = logging.getLogger("rewardpool.worker.http")
+RETRY_AFTER_SECONDS = 1
+DEFAULT_DEADLINE_SECONDS = 600.0
+
+
+@dataclass
+class Answer:
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def _error(status: int, message: str, **headers: str) -> Answer:
+    return Answer(status, json.dumps({"error": message}).encode(), headers=headers)
+
+
+class Unavailable(Exception):
+    def __init__(self, answer: Answer):
+        self.answer = answer
+
+
+def ray_get(ref, timeout: float):
+    """ray.get, its timeout as TimeoutError."""
+    import ray
+
+    try:
+        return ray.get(ref, timeout=timeout)
+    except ray.exceptions.GetTimeoutError:
+        raise TimeoutError from None
+
+
+class Scoring:
+    """This pod's actor, as HTTP requests reach it (`get`: how a call's result is awaited, ray_get)."""
+
+    def __init__(self, actor, ready: dict, get=ray_get):
+        self.actor, self.get = actor, get
+        self.batch_size = int(ready.get("batch_size") or 1)
+        self.version = ready.get("version")
+
+    def score(self, outputs: list, prompts: list[str], group: str | None, deadline: float
+              ) -> tuple[list, list[httpapi.ItemError], dict]:
+        """(score or None per item, item errors, component errors by item) from the actor, or Unavailable."""
+        n = self.batch_size
+        sent = []
+        for i in range(0, len(outputs), n):
+            bid = uuid.uuid4().hex
+            sent.append((i, bid, self.actor.score_batch.remote(outputs[i:i + n], prompts[i:i + n], bid, group=group)))
+        scores: list = [None] * len(outputs)
+        errors: list[httpapi.ItemError] = []
+        components: dict = {}
+        try:
+            for start, _, ref in sent:
+                remaining = deadline - time.monotonic()
+                try:
+                    got = self.get(ref, max(0.0, remaining))
+                except TimeoutError:
+                    raise Unavailable(_error(504, "the request's deadline passed before it was scored; its batches "
+                                                  "still waiting were dropped")) from None
+                except Exception as e:  # noqa: BLE001 (sorted below: the worker's refusals, or the batch's failure)
+                    cause = unwrap(e)
+                    unavailable = refusal(cause)
+                    if unavailable is not None:
+                        raise Unavailable(unavailable) from None
+                    size = min(n, len(outputs) - start)
+                    errors += [httpapi.ItemError(index=start + k, reason=type(cause).__name__, message=str(cause))
+                               for k in range(size)]
+                    continue
+                for k, s in enumerate(got):
+                    if isinstance(s, ScorerError):
+                        errors.append(httpapi.ItemError(index=start + k, reason=s.kind or "ScorerError",
+                                                        message=str(s)))
+                        continue
+                    if isinstance(s, dict) and COMPONENT_ERRORS_KEY in s:
+                        s = dict(s)
+                        components[start + k] = s.pop(COMPONENT_ERRORS_KEY)
+                    scores[start + k] = s
+        except Unavailable:
+            self.actor.cancel.remote([bid for _, bid, _ in sent])  # those still waiting read nothing
+            raise
+        return scores, errors, components
+
+
+def refusal(cause: BaseException) -> Answer | None:
+    """The worker refused the whole request for now (not the items' fault): the answer that says so."""
+    if isinstance(cause, Overloaded):
+        return _error(429, f"the worker's queue is full: {cause}", **{"Retry-After": str(RETRY_AFTER_SECONDS)})
+    if isinstance(cause, (Draining, Shadowing)):
+        return _error(503, f"the worker takes no calls now: {cause}", **{"Retry-After": str(RETRY_AFTER_SECONDS)})
+    if isinstance(cause, MasterUnreachable):
+        return _error(503, f"the store master does not answer: {cause}",
+                      **{"Retry-After": str(RETRY_AFTER_SECONDS)})
+    if isinstance(cause, Cancelled):
+        return _error(504, "the request's deadline passed before it was scored")
+    return None
+
+
+def read_body(headers, rfile) -> bytes | Answer:
+    """The request's body, or the answer that refuses it (no length, too large) without reading it."""
+    if headers.get("Transfer-Encoding"):
+        return _error(411, "send the body with a Content-Length (chunked bodies are not accepted)")
+    try:
+        length = int(headers.get("Content-Length", ""))
+    except ValueError:
+        return _error(411, "a Content-Length header is required")
+    if length < 0:
+        return _error(400, "Content-Length is negative")
+    if length > httpapi.MAX_BODY_BYTES:
+        return _error(413, f"the body has {length} bytes; at most {httpapi.MAX_BODY_BYTES} are accepted: send "
+                           "fewer items per request, or stored outputs (refs) instead of inline media")
+    return rfile.read(length)
+
+
+def handle(path: str, body: bytes, scoring: Scoring | None) -> Answer:
+    """One scoring request on this worker."""
+    if scoring is None:
+        return _error(503, "the worker is not Ready yet (loading its model)",
+                      **{"Retry-After": str(RETRY_AFTER_SECONDS)})
+    try:
+        if path == httpapi.SCORE_PATH:
+            request = httpapi.parse_request(body)
+            outputs, prompts = httpapi.to_outputs(request), request.prompts
+            group, seconds = request.group, request.deadline_seconds
+        else:
+            outputs, prompts = httpapi.flow_grpo_request(httpapi.safe_loads(body))
+            group, seconds = None, None
+    except httpapi.BadRequest as e:
+        return _error(400, str(e))
+    deadline = time.monotonic() + (seconds or DEFAULT_DEADLINE_SECONDS)
+    try:
+        scores, errors, components = scoring.score(outputs, prompts, group, deadline)
+    except Unavailable as u:
+        return u.answer
+    if path == httpapi.FLOW_GRPO_PATH:
+        return Answer(200, httpapi.flow_grpo_reply(scores), "application/octet-stream")
+    reply = httpapi.ScoreReply(scores=scores, version=scoring.version, errors=errors,
+                               component_errors=components)
+    return Answer(200, reply.model_dump_json().encode())
