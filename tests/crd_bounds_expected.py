@@ -385,6 +385,18 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
  'spec.rollout.shadowMinCorrelation:maximum': 1,
  'spec.progressDeadlineSeconds:minimum': 1,
  'spec.podSecurity:enum': ['baseline', 'restricted'],
+ 'spec.access.tenants:maxItems': 32,
+ 'spec.access.tenants[0]:required=name': True,
+ 'spec.access.tenants[0]:required=tokenSecret': True,
+ 'spec.access.tenants[0].name:maxLength': 63,
+ 'spec.access.tenants[0].name:pattern': '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$',
+ 'spec.access.tenants[0].weight:minimum': 1,
+ 'spec.access.tenants[0].weight:maximum': 100,
+ 'spec.access.tenants[0].tokenSecret:required=name': True,
+ 'spec.access.tenants[0].tokenSecret.name:minLength': 1,
+ 'spec.access.tenants[0].tokenSecret.name:maxLength': 253,
+ 'spec.access.tenants[0].tokenSecret.key:minLength': 1,
+ 'spec.access.tenants[0].tokenSecret.key:maxLength': 253,
  "spec.podTemplate.metadata.labels:cel[self.all(k, !k.startsWith('rewardpool.io/') && k != 'app.kubernetes.io/component')]": 'podTemplate '
                                                                                                                              'labels '
                                                                                                                              'cannot '

@@ -9,9 +9,8 @@ import json
 
 from rewardpool_worker.contract import (ANNOTATIONS_FILE, CONTROL_SECRET_KEY, CONTROL_TOKEN_DIR, ENV_VAR,
                                         HEALTH_PATH, HTTP_PORT, READY_PATH, ROCE_INTERFACE, SCORER_VERSION_LABEL,
-                                        RayConfig,
-                                        ScorerConfig, StoreConfig, WorkerConfig, api_key_env, control_secret_name,
-                                        termination_grace_seconds)
+                                        TENANTS_DIR, RayConfig, ScorerConfig, StoreConfig, TenantConfig,
+                                        WorkerConfig, api_key_env, control_secret_name, termination_grace_seconds)
 
 from .podsecurity import RESTRICTED
 from .quantity import format_bytes
@@ -26,7 +25,8 @@ IPC_LOCK = "IPC_LOCK"  # the one capability a worker has: the store pins its seg
 NONROOT_UID = 65532
 
 # What the operator owns in a worker pod; a podTemplate that would replace any of it is refused (validate.py).
-OWNED_VOLUMES = {"dshm": "/dev/shm", "podinfo": ANNOTATIONS_FILE.rsplit("/", 1)[0], "control": CONTROL_TOKEN_DIR}
+OWNED_VOLUMES = {"dshm": "/dev/shm", "podinfo": ANNOTATIONS_FILE.rsplit("/", 1)[0], "control": CONTROL_TOKEN_DIR,
+                 "tenants": TENANTS_DIR}
 CONTRACT_ENV = (ENV_VAR, "POD_NAME", "POD_NAMESPACE", "POD_IP", "NODE_NAME")
 OWNED_WORKER_FIELDS = ("image", "command", "args", "ports", "startupProbe", "livenessProbe", "readinessProbe",
                        "resources")
@@ -182,6 +182,7 @@ def worker_config(pool: Pool, sizing: SizingResult) -> WorkerConfig:
         read_buffer_max_bytes=sizing.read_buffer_bytes,
         network_attachment=f"{ref[0]}/{ref[1]}" if ref else None,
         drain_timeout_seconds=pool.spec.drainTimeoutSeconds,
+        tenants=[TenantConfig(name=t.name, weight=t.weight) for t in pool.spec.access.tenants],
         scorer_version=scorer_digest(pool),
     )
 
@@ -295,6 +296,11 @@ def pod_template(pool: Pool, sizing: SizingResult) -> dict:
             ],
         },
     }
+    if spec.access.tenants:  # each tenant's token as TENANTS_DIR/<tenant>, refreshed by the kubelet on rotation
+        container["volumeMounts"].append({"name": "tenants", "mountPath": OWNED_VOLUMES["tenants"], "readOnly": True})
+        pod["spec"]["volumes"].append({"name": "tenants", "projected": {"defaultMode": 0o440, "sources": [
+            {"secret": {"name": t.tokenSecret.name, "items": [{"key": t.tokenSecret.key, "path": t.name}]}}
+            for t in spec.access.tenants]}})
     pod["spec"] = _merge(pod["spec"], spec.podTemplate.spec)
     _keep_ipc_lock(pod["spec"])
     pod["metadata"]["labels"][HASH_LABEL] = worker_identity(pool, sizing)

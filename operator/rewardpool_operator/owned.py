@@ -103,7 +103,8 @@ async def ensure_owned(kube: Kube, pool: Pool, generation: int, applied: dict[st
     if await ensure(kube, disruption_budget(pool), applied) == "created":
         events.append(("Normal", R.DISRUPTION_BUDGET_CREATED, f"created PodDisruptionBudget {pool.name}"))
     token, token_problem = await _ensure_control_token(kube, pool, events)
-    problems = [x for x in (token_problem, await _pod_security(kube, pool)) if x is not None]
+    problems = [x for x in (token_problem, await _pod_security(kube, pool), await _tenant_tokens(kube, pool))
+                if x is not None]
     return Owned(network, token, problems, generation, time.monotonic())
 
 
@@ -143,6 +144,22 @@ async def _ensure_control_token(kube: Kube, pool: Pool, events: list) -> tuple[s
         return None, Problem(R.CONTROL_SECRET_CONFLICT, f"Secret {name} exists but is not this pool's control "
                              "token (no control-token label or no token key); rename or delete it", True)
     return token, None
+
+
+async def _tenant_tokens(kube: Kube, pool: Pool) -> Problem | None:
+    """Every tenant's token Secret and key exist: a worker pod whose projected Secret is missing never starts."""
+    missing = []
+    for t in pool.spec.access.tenants:
+        secret = await kube.get_secret(pool.namespace, t.tokenSecret.name)
+        if secret is None:
+            missing.append(f"{t.name}: Secret {t.tokenSecret.name} not found")
+        elif t.tokenSecret.key not in (secret.get("data") or {}) and t.tokenSecret.key not in (secret.get("stringData")
+                                                                                             or {}):
+            missing.append(f"{t.name}: Secret {t.tokenSecret.name} has no key {t.tokenSecret.key}")
+    if not missing:
+        return None
+    return Problem(R.TENANT_TOKEN_MISSING, "spec.access.tenants: " + "; ".join(missing) + " (create it in namespace "
+                   f"{pool.namespace}; no worker starts without every tenant's token)", True)
 
 
 async def _pod_security(kube: Kube, pool: Pool) -> Problem | None:

@@ -178,6 +178,31 @@ class Rollout(_M):
     shadowMinCorrelation: float | None = Field(default=None, ge=-1.0, le=1.0)
 
 
+class TokenSecret(_M):
+    """A key of a Secret in the pool's namespace holding a tenant's bearer token."""
+    name: str = Field(min_length=1, max_length=253)
+    key: str = Field(default="token", min_length=1, max_length=253)
+
+
+class Tenant(_M):
+    name: str = Field(max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    weight: int = Field(default=1, ge=1, le=100)
+    tokenSecret: TokenSecret
+
+
+class Access(_M):
+    # Who may score over HTTP, each with a token and a share of the workers; empty: HTTP scoring is open to
+    # whatever the network admits.
+    tenants: list[Tenant] = Field(default_factory=list, max_length=32)
+
+    @model_validator(mode="after")
+    def _unique(self):
+        names = [t.name for t in self.tenants]
+        if len(set(names)) != len(names):
+            raise ValueError(f"access.tenants names must be unique: {names}")
+        return self
+
+
 class PoolSpec(_M):
     replicas: int = Field(default=1, ge=0)
     image: str
@@ -192,6 +217,7 @@ class PoolSpec(_M):
     drainTimeoutSeconds: int = Field(default=600, ge=0)
     progressDeadlineSeconds: int = Field(default=600, ge=1)
     rollout: Rollout = Field(default_factory=Rollout)
+    access: Access = Field(default_factory=Access)
     resources: dict[str, Any] = Field(default_factory=dict)
     podTemplate: PodTemplate = Field(default_factory=PodTemplate)
     # The Pod Security level every worker pod is held to (plus IPC_LOCK on the worker): podsecurity.py.

@@ -330,3 +330,32 @@ def test_the_scoring_service_routes_http_to_ready_workers_only():
     assert svc["spec"]["ports"] == [{"name": "http", "port": HTTP_PORT, "targetPort": "http"}]
     assert "publishNotReadyAddresses" not in svc["spec"]
     assert svc["metadata"]["ownerReferences"][0]["controller"] is True
+
+
+def test_tenants_tokens_are_projected_read_only_and_their_shares_reach_the_worker():
+    """spec.access.tenants: each tenant's token Secret key as TENANTS_DIR/<tenant> (one projected volume, read-only,
+    0440, refreshed on rotation), and each tenant's weight in the worker's config; none of it without tenants."""
+    from rewardpool_worker.contract import TENANTS_DIR
+
+    p = pool(access={"tenants": [{"name": "grpo", "weight": 3, "tokenSecret": {"name": "grpo-token"}},
+                                 {"name": "evals", "tokenSecret": {"name": "shared", "key": "evals"}}]})
+    s = sizing.compute(p.spec)
+    pod = builders.pod_template(p, s)
+    (vol,) = [v for v in pod["spec"]["volumes"] if v["name"] == "tenants"]
+    assert vol["projected"] == {"defaultMode": 0o440, "sources": [
+        {"secret": {"name": "grpo-token", "items": [{"key": "token", "path": "grpo"}]}},
+        {"secret": {"name": "shared", "items": [{"key": "evals", "path": "evals"}]}}]}
+    worker = pod["spec"]["containers"][0]
+    assert {"name": "tenants", "mountPath": TENANTS_DIR, "readOnly": True} in worker["volumeMounts"]
+    cfg = WorkerConfig.from_json(next(e["value"] for e in worker["env"] if e["name"] == ENV_VAR))
+    assert [(t.name, t.weight) for t in cfg.tenants] == [("grpo", 3), ("evals", 1)]
+    plain = builders.pod_template(pool(), s)
+    assert all(v["name"] != "tenants" for v in plain["spec"]["volumes"])
+    assert WorkerConfig.from_json(next(e["value"] for e in plain["spec"]["containers"][0]["env"]
+                                       if e["name"] == ENV_VAR)).tenants == []
+
+
+def test_duplicate_tenant_names_are_refused():
+    with pytest.raises(ValueError, match="unique"):
+        pool(access={"tenants": [{"name": "a", "tokenSecret": {"name": "x"}},
+                                 {"name": "a", "tokenSecret": {"name": "y"}}]})

@@ -36,12 +36,14 @@ class FakeActor:
         class _M:
             def __init__(self, fn):
                 self.remote = fn
-        self.score_batch = _M(lambda outs, prompts, bid, group=None: outer._score(outs, prompts, bid, group))
+        self.score_batch = _M(lambda outs, prompts, bid, group=None, **kw: outer._score(outs, prompts, bid, group, kw))
+        self.who: list[dict] = []  # tenant and priority of each batch
         self.cancel = _M(lambda ids: outer.cancelled.extend(ids))
         self.batch_size = batch_size
 
-    def _score(self, outs, prompts, bid, group):
+    def _score(self, outs, prompts, bid, group, kw):
         self.batches.append((list(outs), list(prompts), group))
+        self.who.append(kw)
         got = self.answer(outs)
         return Ref(error=got) if isinstance(got, BaseException) else Ref(got)
 
@@ -223,3 +225,42 @@ def test_a_payload_that_names_a_class_or_function_is_refused_and_nothing_runs(pa
 def test_flow_grpo_payloads_of_the_wrong_shape_are_400(payload, why):
     a = post(pickle.dumps(payload), FakeActor(), httpapi.FLOW_GRPO_PATH)
     assert a.status == 400 and why in json.loads(a.body)["error"]
+
+
+def test_a_batch_that_fails_whole_is_scored_again_item_by_item_so_one_bad_output_fails_alone():
+    def answer(outs):
+        if any(isinstance(o, OutputRef) and o.key == "gone" for o in outs):
+            return ObjectNotFound("get 'gone': no such object", -704)
+        return [0.5] * len(outs)
+    actor = FakeActor(answer, batch_size=4)
+    reply = httpapi.ScoreReply.model_validate_json(
+        post({"items": [stored("a"), stored("gone"), stored("b")], "prompts": ["p"] * 3}, actor).body)
+    assert reply.scores == [0.5, None, 0.5] and [(e.index, e.reason) for e in reply.errors] == [(1, "ObjectNotFound")]
+    assert [len(b) for b, _, _ in actor.batches] == [3, 1, 1, 1]
+
+
+def test_the_tenant_and_priority_reach_every_batch():
+    actor = FakeActor(batch_size=1)
+    a = http_score.handle(httpapi.SCORE_PATH, json.dumps({"items": [stored(), stored()], "prompts": ["p", "p"],
+                                                          "priority": "eval"}).encode(), scoring(actor), "evals")
+    assert a.status == 200 and actor.who == [{"tenant": "evals", "priority": "eval"}] * 2
+    http_score.handle(httpapi.FLOW_GRPO_PATH, pickle.dumps({"images": [png()]}), scoring(actor), "grpo")
+    assert actor.who[-1] == {"tenant": "grpo", "priority": "train"}
+
+
+def test_tenant_tokens_decide_who_may_score(tmp_path):
+    from rewardpool_worker.contract import TenantConfig
+    from rewardpool_worker.runtime.tenants import TenantAuth
+
+    (tmp_path / "grpo").write_text("tok-grpo\n")
+    (tmp_path / "evals").write_text("tok-evals")
+    auth = TenantAuth([TenantConfig(name="grpo"), TenantConfig(name="evals", weight=2)], tmp_path)
+    assert auth.identify("Bearer tok-grpo") == (200, "grpo")
+    assert auth.identify("Bearer tok-evals") == (200, "evals")
+    assert auth.identify(None)[0] == 401 and auth.identify("Basic tok-grpo")[0] == 401
+    assert auth.identify("Bearer guess") == (403, "no tenant of this pool has this token")
+    (tmp_path / "grpo").write_text("rotated")  # read on every request: a rotation needs no restart
+    assert auth.identify("Bearer tok-grpo")[0] == 403 and auth.identify("Bearer rotated") == (200, "grpo")
+    (tmp_path / "evals").unlink()  # a token that cannot be read admits nobody
+    assert auth.identify("Bearer tok-evals")[0] == 403
+    assert TenantAuth([]).identify(None) == (200, "default")  # no tenants: open, as the Ray path is

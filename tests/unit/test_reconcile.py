@@ -253,3 +253,26 @@ def test_a_worker_whose_reads_fail_while_its_peers_succeed_is_drained_replaced_a
     assert [v for v, _, _ in w.since(mark)].count("create") == 1  # its replacement
     assert conditions(status)["Degraded"] == ("True", "DataPathBroken")
     assert any(r == "DataPathBroken" and bad in m for _, r, m in w.kube.events)
+
+
+def test_a_tenant_whose_token_secret_is_missing_blocks_workers_and_says_which():
+    """spec.access.tenants: a worker pod whose projected token Secret is missing never starts, so the pool
+    creates none and says which tenant lacks what (a blocking finding: the spec is fine, its Secret is not there);
+    once the Secret exists with its key, the workers come."""
+    import base64
+
+    w = World(access={"tenants": [{"name": "grpo", "tokenSecret": {"name": "grpo-token"}},
+                                  {"name": "evals", "tokenSecret": {"name": "shared", "key": "evals"}}]})
+    w.kube.put({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "shared", "namespace": "ns"},
+                "data": {"other": base64.b64encode(b"x").decode()}})
+    status = w.reconcile()
+    assert w.kube.pods() == []
+    (c,) = [c for c in status["conditions"] if c["reason"] == "TenantTokenMissing"]
+    assert "grpo: Secret grpo-token not found" in c["message"] and "evals: Secret shared has no key evals" in c["message"]
+    assert any(r == "TenantTokenMissing" for _, r, _ in w.kube.events)
+    w.kube.put({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "grpo-token", "namespace": "ns"},
+                "data": {"token": base64.b64encode(b"t1").decode()}})
+    w.kube.put({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "shared", "namespace": "ns"},
+                "data": {"evals": base64.b64encode(b"t2").decode()}})
+    status = w.reconcile()  # the next full pass (or OWNED_RESYNC_SECONDS later) looks again
+    assert len(w.kube.pods()) == 2 and not [c for c in status["conditions"] if c["reason"] == "TenantTokenMissing"]

@@ -24,6 +24,9 @@ HTTP_PORT = 8000
 # The worker's HTTP endpoints on HTTP_PORT: reads open to probes and scrapers, control calls authenticated.
 HEALTH_PATH, READY_PATH, METRICS_PATH, DRAIN_PATH = "/healthz", "/readyz", "/metrics", "/drain"
 PROMOTE_PATH = "/promote"  # a shadow worker's version takes traffic now (SHADOW_ANNOTATION removed)
+# spec.access.tenants: each tenant's token (its Secret's key) is projected into the pod as TENANTS_DIR/<tenant>; the
+# worker reads them on every HTTP scoring request (a rotated Secret is picked up without a restart).
+TENANTS_DIR = "/etc/rewardpool/tenants"
 # The name Multus gives the pod's RoCE interface (the first secondary network); the worker lends its segment
 # on this interface's address.
 ROCE_INTERFACE = "net1"
@@ -96,6 +99,14 @@ class WorkerMetricNames:
     REFUSED_BATCHES = Metric("rewardpool_worker_refused_batches", "counter",
                              "Batches refused (larger than batchSize, or beyond the queue limit)")
     READ_BYTES = Metric("rewardpool_worker_read_bytes", "counter", "Bytes read from the store")
+    # per tenant (spec.access.tenants; "default" for open pools and Ray callers): the fair share of the read slots
+    TENANT_QUEUE_DEPTH = Metric("rewardpool_worker_tenant_queue_depth", "gauge",
+                                "Batches waiting for a read slot, per tenant", ("tenant",))
+    TENANT_BATCHES = Metric("rewardpool_worker_tenant_batches", "counter",
+                            "Batches given a read slot, per tenant", ("tenant",))
+    TENANT_QUEUE_WAIT_SECONDS = Metric("rewardpool_worker_tenant_queue_wait_seconds", "histogram",
+                                       "Time a batch waited for a read slot, per tenant", ("tenant",),
+                                       buckets=_SECONDS)
     STORE_READS = Metric("rewardpool_worker_store_read_batches", "counter",
                          "Batch reads from the store by result: ok, or failed (a transfer that failed or made no "
                          "progress: this worker's data path, or the outputs' owner gone); the operator compares "
@@ -404,6 +415,12 @@ class RayConfig(BaseModel):
         "the actors' names, so the worker waits this long for an unreachable GCS instead of exiting to rejoin"))
 
 
+class TenantConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    weight: int = Field(default=1, ge=1, le=100, description="its share of the worker's read slots")
+
+
 class WorkerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     pool: str
@@ -423,6 +440,9 @@ class WorkerConfig(BaseModel):
                                        "after SIGTERM (the pool's drainTimeoutSeconds)")
     wedge_floor_seconds: float = Field(default=300.0, gt=0, description=(
         "liveness fails when a batch holds the model longer than max(this, 10 x the slowest batch seen)"))
+    tenants: list[TenantConfig] = Field(default_factory=list, description=(
+        "spec.access.tenants: who may score over HTTP (a token each, in TENANTS_DIR) and their shares; empty: HTTP "
+        "scoring is open to whoever the network admits, as the Ray path is"))
     scorer_version: str = Field(default="", description=(
         "the operator's digest of what decides scores (image, scorers, args, model paths, numFrames, dtype, "
         "weights); the worker appends its model files' content digest (scorer_version())"))

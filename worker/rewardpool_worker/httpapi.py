@@ -12,7 +12,7 @@ import binascii
 import io
 import math
 import pickle
-from typing import Annotated, Union
+from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
 
@@ -72,6 +72,7 @@ class ScoreRequest(BaseModel):
     prompts: list[str] = Field(max_length=MAX_ITEMS)
     group: str | None = Field(None, max_length=256, description="a GRPO group or rollout: scored by one version")
     deadline_seconds: float | None = Field(None, gt=0, le=3600, description="dropped unscored past this")
+    priority: Literal["train", "eval"] = Field("train", description="eval goes first within the caller's share")
 
     @model_validator(mode="after")
     def _paired(self):

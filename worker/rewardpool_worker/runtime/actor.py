@@ -22,6 +22,7 @@ from ..scorers import build_scorers, frames_declared
 from ..scorers.base import option
 from ..scorers.mixture import WEIGHTED
 from ..store import Store, StoreError
+from .fairslots import DEFAULT_TENANT
 from .network import parse_annotations_file
 from .reader import ALIGN, RegisteredTensorReader
 from .slots import StoredOutputRewardActor
@@ -96,7 +97,8 @@ class RewardWorker:
         self.actor = StoredOutputRewardActor(self.scorer, self.readers, batch_size=self.cfg.scorer.batch_size,
                                              max_batch_bytes=cap, wedge_floor_seconds=self.cfg.wedge_floor_seconds,
                                              max_queue=MAX_QUEUE, component=self.cfg.components[0].component,
-                                             max_inline_bytes=READ_SLOTS * cap)
+                                             max_inline_bytes=READ_SLOTS * cap,
+                                             tenant_weights={t.name: t.weight for t in self.cfg.tenants})
         self.actor.warm_up()
         self.actor.score_log.clear()  # the warm-up forward's scores are no one's
         log.info("model loaded in %.2fs, warm-up forward %.2fs", self.load_seconds, self.actor.warmup_seconds)
@@ -182,10 +184,12 @@ class RewardWorker:
                                                                                                self.cfg),
                 "store_hostname": self.store.hostname}
 
-    def score_batch(self, outputs: list, prompts: list[str], batch_id=None, group: str | None = None) -> list:
+    def score_batch(self, outputs: list, prompts: list[str], batch_id=None, group: str | None = None,
+                    tenant: str = DEFAULT_TENANT, priority: str = "train") -> list:
         """Scores in order. Raises (typed, see errors.py) Draining, Overloaded, Cancelled, ScorerError, the
         store's errors (ObjectNotFound, ...) and BatchTooLarge. `group`: the caller's group key (the client
-        pins a group to one scorer version), counted in stats' active_groups."""
+        pins a group to one scorer version), counted in stats' active_groups; `tenant` and `priority`: the job
+        calling and why, for its fair share of the read slots (fairslots.py)."""
         if self.draining:
             raise Draining(f"{self.cfg.pool}: worker is draining")
         if self.shadow():
@@ -193,7 +197,7 @@ class RewardWorker:
         if group is not None:
             with self._groups_lock:
                 self._groups[group] = time.monotonic()
-        return self.actor.score_batch(outputs, prompts, batch_id)
+        return self.actor.score_batch(outputs, prompts, batch_id, tenant=tenant, priority=priority)
 
     def shadow_batch(self, outputs: list, prompts: list[str], batch_id=None) -> list:
         """A batch a client scores here beside the serving version (the same stored outputs): scores in order,

@@ -23,6 +23,8 @@ from .. import httpapi
 from ..contract import COMPONENT_ERRORS_KEY
 from ..errors import Cancelled, Draining, Overloaded, ScorerError, Shadowing, unwrap
 from ..store import MasterUnreachable
+from .fairslots import DEFAULT_TENANT
+from .tenants import TenantAuth
 
 log = logging.getLogger("rewardpool.worker.http")
 RETRY_AFTER_SECONDS = 1
@@ -59,24 +61,45 @@ def ray_get(ref, timeout: float):
 class Scoring:
     """This pod's actor, as HTTP requests reach it (`get`: how a call's result is awaited, ray_get)."""
 
-    def __init__(self, actor, ready: dict, get=ray_get):
+    def __init__(self, actor, ready: dict, get=ray_get, auth: TenantAuth | None = None):
         self.actor, self.get = actor, get
+        self.auth = auth or TenantAuth([])  # who may call (spec.access.tenants); none listed: anyone
         self.batch_size = int(ready.get("batch_size") or 1)
         self.version = ready.get("version")
 
-    def score(self, outputs: list, prompts: list[str], group: str | None, deadline: float
-              ) -> tuple[list, list[httpapi.ItemError], dict]:
-        """(score or None per item, item errors, component errors by item) from the actor, or Unavailable."""
-        n = self.batch_size
-        sent = []
-        for i in range(0, len(outputs), n):
-            bid = uuid.uuid4().hex
-            sent.append((i, bid, self.actor.score_batch.remote(outputs[i:i + n], prompts[i:i + n], bid, group=group)))
+    def score(self, outputs: list, prompts: list[str], group: str | None, deadline: float,
+              tenant: str = DEFAULT_TENANT, priority: str = "train") -> tuple[list, list[httpapi.ItemError], dict]:
+        """(score or None per item, item errors, component errors by item) from the actor, or Unavailable. A batch
+        that fails whole (an output the store no longer holds) is scored again one item at a time, so the failing
+        item fails alone, as for a Ray caller."""
         scores: list = [None] * len(outputs)
         errors: list[httpapi.ItemError] = []
         components: dict = {}
+        failed = self._score(list(range(len(outputs))), self.batch_size, outputs, prompts, group, deadline, tenant,
+                             priority, scores, errors, components)
+        for start, size, cause in failed:
+            if size == 1:
+                errors.append(httpapi.ItemError(index=start, reason=type(cause).__name__, message=str(cause)))
+                continue
+            again = self._score(list(range(start, start + size)), 1, outputs, prompts, group, deadline, tenant,
+                                priority, scores, errors, components)
+            errors += [httpapi.ItemError(index=i, reason=type(c).__name__, message=str(c)) for i, _, c in again]
+        errors.sort(key=lambda e: e.index)
+        return scores, errors, components
+
+    def _score(self, indices: list[int], n: int, outputs: list, prompts: list[str], group, deadline: float, tenant,
+               priority, scores: list, errors: list, components: dict) -> list[tuple[int, int, BaseException]]:
+        """Send these items in batches of n at once; fill in what came back; return the batches that failed whole
+        as (first index, size, cause)."""
+        sent = []
+        for k in range(0, len(indices), n):
+            i, bid = indices[k], uuid.uuid4().hex
+            size = min(n, len(indices) - k)
+            sent.append((i, size, bid, self.actor.score_batch.remote(
+                outputs[i:i + size], prompts[i:i + size], bid, group=group, tenant=tenant, priority=priority)))
+        failed = []
         try:
-            for start, _, ref in sent:
+            for start, size, _, ref in sent:
                 remaining = deadline - time.monotonic()
                 try:
                     got = self.get(ref, max(0.0, remaining))
@@ -88,9 +111,7 @@ class Scoring:
                     unavailable = refusal(cause)
                     if unavailable is not None:
                         raise Unavailable(unavailable) from None
-                    size = min(n, len(outputs) - start)
-                    errors += [httpapi.ItemError(index=start + k, reason=type(cause).__name__, message=str(cause))
-                               for k in range(size)]
+                    failed.append((start, size, cause))
                     continue
                 for k, s in enumerate(got):
                     if isinstance(s, ScorerError):
@@ -102,9 +123,9 @@ class Scoring:
                         components[start + k] = s.pop(COMPONENT_ERRORS_KEY)
                     scores[start + k] = s
         except Unavailable:
-            self.actor.cancel.remote([bid for _, bid, _ in sent])  # those still waiting read nothing
+            self.actor.cancel.remote([bid for _, _, bid, _ in sent])  # those still waiting read nothing
             raise
-        return scores, errors, components
+        return failed
 
 
 def refusal(cause: BaseException) -> Answer | None:
@@ -137,24 +158,28 @@ def read_body(headers, rfile) -> bytes | Answer:
     return rfile.read(length)
 
 
-def handle(path: str, body: bytes, scoring: Scoring | None) -> Answer:
-    """One scoring request on this worker."""
+def unavailable() -> Answer:
+    return _error(503, "the worker is not Ready to score (loading its model, or draining)",
+                  **{"Retry-After": str(RETRY_AFTER_SECONDS)})
+
+
+def handle(path: str, body: bytes, scoring: Scoring | None, tenant: str = DEFAULT_TENANT) -> Answer:
+    """One scoring request on this worker, from `tenant` (its token checked before the body was read)."""
     if scoring is None:
-        return _error(503, "the worker is not Ready yet (loading its model)",
-                      **{"Retry-After": str(RETRY_AFTER_SECONDS)})
+        return unavailable()
     try:
         if path == httpapi.SCORE_PATH:
             request = httpapi.parse_request(body)
             outputs, prompts = httpapi.to_outputs(request), request.prompts
-            group, seconds = request.group, request.deadline_seconds
+            group, seconds, priority = request.group, request.deadline_seconds, request.priority
         else:
             outputs, prompts = httpapi.flow_grpo_request(httpapi.safe_loads(body))
-            group, seconds = None, None
+            group, seconds, priority = None, None, "train"
     except httpapi.BadRequest as e:
         return _error(400, str(e))
     deadline = time.monotonic() + (seconds or DEFAULT_DEADLINE_SECONDS)
     try:
-        scores, errors, components = scoring.score(outputs, prompts, group, deadline)
+        scores, errors, components = scoring.score(outputs, prompts, group, deadline, tenant, priority)
     except Unavailable as u:
         return u.answer
     if path == httpapi.FLOW_GRPO_PATH:

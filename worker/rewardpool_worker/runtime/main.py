@@ -25,6 +25,7 @@ from ..contract import (ANNOTATIONS_FILE, CONTROL_TOKEN_FILE, DRAIN_ANNOTATION, 
 from ..httpapi import FLOW_GRPO_PATH, SCORE_PATH
 from . import http_score
 from .control import ControlAuth
+from .tenants import TenantAuth
 from .metrics import WorkerMetrics
 from .network import local_hostname, parse_annotations_file
 
@@ -191,16 +192,26 @@ def serve_http(host: str, port: int, state: State, metrics: WorkerMetrics,
             self.wfile.write(body)
 
         def _score(self):
+            scoring = state.scoring if state.phase == "ready" else None
+            # who calls, before the body is read: an unknown caller costs no read of its body
+            code, tenant = scoring.auth.identify(self.headers.get("Authorization")) if scoring else (200, "")
             try:
-                body = http_score.read_body(self.headers, self.rfile)
+                body = http_score.read_body(self.headers, self.rfile) if code == 200 and scoring else b""
             except OSError:  # a client that stalled past the socket timeout, or went away: dropped
                 self.close_connection = True
                 return
-            if isinstance(body, http_score.Answer):
+            if scoring is None:
+                answer = http_score.unavailable()
+                self.close_connection = True
+            elif code != 200:
+                log.warning("refused %s %s from %s: %s", self.command, self.path, self.client_address[0], tenant)
+                answer = http_score.Answer(code, json.dumps({"error": tenant}).encode())
+                self.close_connection = True  # the body was not read
+            elif isinstance(body, http_score.Answer):
                 self.close_connection = True  # the body was not read
                 answer = body
             else:
-                answer = http_score.handle(self.path, body, state.scoring if state.phase == "ready" else None)
+                answer = http_score.handle(self.path, body, scoring, tenant)
             if answer.status >= 500 or answer.status == 429:
                 log.info("POST %s from %s: %d", self.path, self.client_address[0], answer.status)
             self._send(answer.status, answer.body, answer.content_type, answer.headers)
@@ -394,7 +405,7 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
     key = secrets.token_hex(16)  # the actor's drain and promote answer this process only
     actor = start_actor(cfg, pod, hostname, control_key=key)
     state.detail = ray.get(actor.ready.remote())
-    state.scoring = http_score.Scoring(actor, state.detail)
+    state.scoring = http_score.Scoring(actor, state.detail, auth=TenantAuth(cfg.tenants))
     metrics.startup(state.detail)
     state.registered_at = time.monotonic()  # start_actor resolved it by name a moment ago
     watch_registration(state, cfg.actor_name(pod), cfg.ray.namespace, own_raylet=bool(cfg.ray.address))

@@ -24,6 +24,9 @@ class WorkerMetrics:
         self.batches = N.BATCHES.make(r)
         self.refused = N.REFUSED_BATCHES.make(r)
         self.bytes_read = N.READ_BYTES.make(r)
+        self.tenant_depth = N.TENANT_QUEUE_DEPTH.make(r)
+        self.tenant_batches = N.TENANT_BATCHES.make(r)
+        self.tenant_wait = N.TENANT_QUEUE_WAIT_SECONDS.make(r)
         self.store_reads = N.STORE_READS.make(r)
         self.store_reads.labels("ok"), self.store_reads.labels("failed")  # both series at 0 from the start
         self.registrations = N.BUFFER_REGISTRATIONS.make(r)
@@ -72,6 +75,15 @@ class WorkerMetrics:
             delta = stats.get(name, 0) - self._last.get(name, 0)
             if delta > 0:
                 counter.inc(delta)
+        waiting = stats.get("tenants_waiting") or {}
+        for tenant in set(waiting) | set(stats.get("tenants_served") or {}):
+            self.tenant_depth.labels(tenant).set(waiting.get(tenant, 0))
+            delta = (stats.get("tenants_served") or {}).get(tenant, 0) \
+                - (self._last.get("tenants_served") or {}).get(tenant, 0)
+            if delta > 0:
+                self.tenant_batches.labels(tenant).inc(delta)
+        for tenant, seconds in stats.get("tenant_waits", []):
+            self.tenant_wait.labels(tenant).observe(seconds)
         for n, wait, read, score in stats.get("batch_log", []):
             self.batch_size.observe(n)
             self.queue_wait.observe(wait)

@@ -9,7 +9,6 @@ zero-copy views of the slot's buffer, released when it returns (see scorers/base
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +22,7 @@ from ..records import OutputRef
 from ..scorers import frames_declared
 from ..scorers.base import option, warm_up
 from ..store import TransferFailed
+from .fairslots import DEFAULT_TENANT, FairSlots
 from .reader import RegisteredTensorReader, copy_output
 
 
@@ -48,7 +48,7 @@ class StoredOutputRewardActor:
     def __init__(self, scorer, reader: RegisteredTensorReader | list[RegisteredTensorReader] | None,
                  batch_size: int | None = None, max_batch_bytes: int = 0,
                  wedge_floor_seconds: float = WEDGE_FLOOR_SECONDS, max_queue: int = 0, ranged_reads: bool = True,
-                 component: str = "score", max_inline_bytes: int = 0):
+                 component: str = "score", max_inline_bytes: int = 0, tenant_weights: dict[str, int] | None = None):
         self.scorer = scorer
         self.component = component  # the name a single scorer's float scores are logged under
         # The frames each scorer picks when all of them declare it: a stored video is then read as those
@@ -69,9 +69,8 @@ class StoredOutputRewardActor:
         self.readers = readers
         self.batch_size, self.max_batch_bytes = batch_size, max_batch_bytes
         self.wedge_floor_seconds = wedge_floor_seconds
-        self._slots: queue.Queue = queue.Queue()
-        for r in readers or [None] * READ_SLOTS:
-            self._slots.put(r)
+        # which waiting batch gets a freed slot: fair across the tenants calling (fairslots.py)
+        self._slots = FairSlots(readers or [None] * READ_SLOTS, tenant_weights)
         self._lock = threading.Lock()
         # One thread runs the model, one batch at a time (as on a GPU). Also for memory: glibc gives each
         # thread its own malloc arena and keeps what a thread freed there, so a scorer run from 20 call
@@ -135,7 +134,10 @@ class StoredOutputRewardActor:
         p = self.picks(ref)
         return ref.nbytes if p is None else ref.nbytes // ref.shape[1] * len(p)
 
-    def score_batch(self, outputs: list[OutputRef | torch.Tensor], prompts: list[str], batch_id=None) -> list:
+    def score_batch(self, outputs: list[OutputRef | torch.Tensor], prompts: list[str], batch_id=None,
+                    tenant: str = DEFAULT_TENANT, priority: str = "train") -> list:
+        """Scores in order. `tenant` and `priority`: who calls and why (eval before train), for the slots' fair
+        turn (fairslots.py)."""
         try:
             nbytes = self._check(outputs, prompts)
         except BatchTooLarge:
@@ -163,7 +165,8 @@ class StoredOutputRewardActor:
             if batch_id is not None:
                 self._active.add(batch_id)
         try:
-            reader = self._wait_for_slot(batch_id)  # before reading: a queued batch holds no output memory
+            # before reading: a queued batch holds no output memory
+            reader = self._slots.acquire(tenant, priority, lambda: self._is_cancelled(batch_id))
             with self._lock:
                 self.holding += 1
                 self.peak_holding = max(self.peak_holding, self.holding)
@@ -175,7 +178,7 @@ class StoredOutputRewardActor:
             finally:
                 with self._lock:
                     self.holding -= 1
-                self._slots.put(reader)
+                self._slots.release(reader)
         finally:
             with self._lock:
                 self.in_flight -= 1
@@ -185,14 +188,9 @@ class StoredOutputRewardActor:
                 self._active.discard(batch_id)
                 self._cancelled.discard(batch_id)
 
-    def _wait_for_slot(self, batch_id):
-        while True:
-            try:
-                return self._slots.get(timeout=0.2)
-            except queue.Empty:
-                with self._lock:
-                    if batch_id in self._cancelled:
-                        raise Cancelled(f"batch {batch_id} was cancelled by its caller while it waited") from None
+    def _is_cancelled(self, batch_id) -> bool:
+        with self._lock:
+            return batch_id in self._cancelled
 
     def cancel(self, batch_ids: list) -> int:
         """The caller gave up on these batches: the ones still waiting for a read slot end with Cancelled
@@ -254,11 +252,11 @@ class StoredOutputRewardActor:
 
     def read_copies(self, refs: list[OutputRef]) -> list[torch.Tensor]:
         """Outputs as copies (media logging), through a read slot like any batch."""
-        reader = self._slots.get()
+        reader = self._slots.acquire()
         try:
             return reader.read_many(refs)
         finally:
-            self._slots.put(reader)
+            self._slots.release(reader)
 
     def wedged_after(self) -> float:
         expected = max(self.slowest_batch, (self.warmup_seconds or 0.0) * (self.batch_size or 1))
@@ -275,6 +273,8 @@ class StoredOutputRewardActor:
                     "holding": self.holding, "peak_holding": self.peak_holding, "batches": self.batches,
                     "outputs": self.outputs,
                     "refused": self.refused, "reads_ok": self.reads_ok, "read_failures": self.read_failures,
+                    "tenants_waiting": self._slots.waiting(), "tenants_served": dict(self._slots.served),
+                    "tenant_waits": self._slots.take_waits(),
                     "bytes_read": sum(r.bytes_read for r in regs), "reads": sum(r.reads for r in regs),
                     "registrations": sum(r.registrations for r in regs),
                     "buffer_bytes": sum(r.capacity for r in regs),
