@@ -85,7 +85,8 @@ def real_node_pool(name: str, namespace: str, image: str, *, replicas: int = 2, 
                    drain_timeout: int = 120, cpu: str = "500m", scorer: dict | None = None,
                    scorers: list[dict] | None = None,
                    frames_per_sample: int | None = None, model_claim: str | None = None,
-                   ray_head: str = "ray-head", gcs_reconnect: int | None = None) -> dict:
+                   ray_head: str = "ray-head", gcs_reconnect: int | None = None,
+                   tenants: list[dict] | None = None) -> dict:
     """A RewardPool whose workers run on the real node: selected by its label, tolerating its taint, tcp store
     (the node is labelled RDMA-capable for placement but has no RDMA device); the mean-intensity scorer unless
     `scorer` says otherwise (or `scorers`: a mixture, `scorer` then holding what they share). `model_claim`: a PersistentVolumeClaim mounted read-only at MODELS_DIR.
@@ -112,6 +113,8 @@ def real_node_pool(name: str, namespace: str, image: str, *, replicas: int = 2, 
     }
     if scorers:  # a mixture: `scorer` holds what the components share
         spec["scorers"] = scorers
+    if tenants:  # spec.access.tenants: who may score over HTTP
+        spec["access"] = {"tenants": tenants}
     if attachment:
         spec["network"] = {"attachment": attachment}
     if frames_per_sample:
@@ -160,6 +163,32 @@ def rollout_job_objects(name: str, namespace: str, image: str, pool: str, *, sam
                                                 {"name": "dshm", "mountPath": "/dev/shm"}]}],
                "volumes": [{"name": "script", "configMap": {"name": f"{name}-script"}},
                            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "512Mi"}}]}}}}
+    return [cm, job]
+
+
+def http_job_objects(name: str, namespace: str, image: str, pool: str, pool_namespace: str, token: str,
+                     wrong_token: str, *, infra_ns: str = INFRA_NS) -> list[dict]:
+    """A ConfigMap holding http_job.py and a Job running it on the real node: a trainer in `namespace` that scores
+    over HTTP through the pool's Service with its tenant token, with no Ray."""
+    from pathlib import Path
+
+    script = (Path(__file__).with_name("http_job.py")).read_text()
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-script", "namespace": namespace},
+          "data": {"http_job.py": script}}
+    args = [pool, pool_namespace, f"--master=mooncake-master.{infra_ns}.svc.cluster.local:{MASTER_PORT}"]
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace},
+           "spec": {"backoffLimit": 0, "ttlSecondsAfterFinished": 600, "template": {"spec": {
+               **copy.deepcopy(ON_REAL_NODE), "restartPolicy": "Never", "enableServiceLinks": False,
+               "automountServiceAccountToken": False,
+               "containers": [{"name": "http", "image": image, "imagePullPolicy": "IfNotPresent",
+                               "command": ["python3", "/job/http_job.py", *args],
+                               "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                                       {"name": "TENANT_TOKEN", "value": token},
+                                       {"name": "WRONG_TOKEN", "value": wrong_token}],
+                               "resources": {"requests": {"cpu": "100m", "memory": "1Gi"},
+                                             "limits": {"memory": "1Gi"}},
+                               "volumeMounts": [{"name": "script", "mountPath": "/job"}]}],
+               "volumes": [{"name": "script", "configMap": {"name": f"{name}-script"}}]}}}}
     return [cm, job]
 
 

@@ -16,6 +16,7 @@ from tests.realnode.conftest import (fault_under_job, job_result_of, pool_ready,
                                     store_namespace)
 
 POOL = "rn"
+TENANT_TOKEN = "grpo-" + "0123456789abcdef" * 2
 IPC_LOCK_BIT = 14
 
 
@@ -28,8 +29,12 @@ def pool_ns(kube, incluster_operator, infra):
 def pool(kube, node, pool_ns):
     from rewardpool_devcluster.incluster import real_node_pool
 
+    # an HTTP tenant (test_a_job_in_another_namespace_scores_over_http_...): its token Secret before the pool
+    kube.apply([{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "grpo-token", "namespace": pool_ns},
+                 "stringData": {"token": TENANT_TOKEN}}])
     kube.apply([real_node_pool(POOL, pool_ns, node.images.worker, replicas=2,
-                               attachment=f"{pool_ns}/macvlan-store")])
+                               attachment=f"{pool_ns}/macvlan-store",
+                               tenants=[{"name": "grpo", "weight": 2, "tokenSecret": {"name": "grpo-token"}}])])
     pods = wait_for(pool_ready(kube, pool_ns, POOL, 2), timeout=300, interval=1,
                     what="2 worker pods Running and Ready on the real node")
     return pods
@@ -509,3 +514,32 @@ def test_a_ray_head_restart_takes_the_pool_out_of_ready_and_it_heals(kube, node,
     assert result["scored"] == 16 and result["released"] == 16 and result["left"] == 0, result
     print(f"\nRay head restart: pool out of Ready after {out_at:.0f}s ({down['message']}), Ready again after "
           f"{back_at:.0f}s, scoring again after {time.monotonic() - t0:.0f}s")
+
+
+def test_a_job_in_another_namespace_scores_over_http_with_its_tenant_token(kube, node, pool, pool_ns, rns):
+    """Issue 35's front door on the real node: a trainer in another namespace, with no Ray, scores stored outputs
+    (read by the workers from its segment), a PNG and a safetensors video through the pool's <pool>-score Service
+    (kube-proxy to a Ready worker) with its tenant token: every score equals the scorer run in the job on the same
+    pixels, with the pool's scorer version. No token is 401, a wrong one 403, a pickle naming a class 400 (nothing
+    runs), flow-GRPO's pickled JPEGs are scored. The tenant's token reached the workers through the projected
+    Secret the operator rendered."""
+    from rewardpool_devcluster.incluster import http_job_objects, job_result
+
+    svc = kube.json("service", "-n", pool_ns, f"{POOL}-score")
+    assert svc["spec"]["type"] == "ClusterIP" and svc["spec"]["ports"][0]["port"] == 8000
+    kube.apply(http_job_objects("http-caller", rns, node.images.worker, POOL, pool_ns, TENANT_TOKEN, "guess"))
+    def done():
+        st = kube.json("job", "-n", rns, "http-caller").get("status", {})
+        return st if (st.get("succeeded") or st.get("failed")) else None
+    st = wait_for(done, timeout=300, interval=1, what="the HTTP job finished")
+    logs = kube("logs", "-n", rns, "job/http-caller", "--tail=100", check=False).stdout
+    assert st.get("succeeded"), f"HTTP job failed ({st}); log tail:\n{logs}"
+    res = job_result(logs)
+    assert res["codes"] == {"token": 200, "no_token": 401, "wrong_token": 403, "pickled_class": 400,
+                            "flow_grpo": 200}, res
+    assert res["scored"] == 6 and res["errors"] == [] and res["max_diff"] < 1e-6, res
+    status = kube.json("rewardpool", "-n", pool_ns, POOL)["status"]
+    versions = {p["version"] for p in status.get("scorerVersions", [])}
+    assert res["version"] in versions, (res["version"], versions)
+    assert res["flow_grpo_outputs"] == 1
+    print(f"HTTP job from another namespace: 6 items scored in {res['seconds']}s through {POOL}-score")
