@@ -16,10 +16,20 @@ def test_args_over_env_over_defaults():
 
 @pytest.mark.parametrize("text, match", [("", "needs pool"), ("pool=p,colour=red", "not key=value"),
                                          ("pool=p,release=maybe", "true or false"),
-                                         ("pool=p,release=true", "store_master"), ("pool", "not key=value")])
+                                         ("pool=p,release=true", "store_master"), ("pool", "not key=value"),
+                                         ("pools=a:p;b:q,url=http://x:8000", "url= scores through one pool")])
 def test_bad_args_fail_at_parse(text, match):
     with pytest.raises(ValueError, match=match):
         HookConfig.parse(text, env={})
+
+
+def test_url_and_token_file_select_the_http_client_from_args_or_env():
+    cfg = HookConfig.parse("pool=p,url=http://p-score.rl.svc:8000,token_file=/var/run/tok", env={})
+    assert (cfg.url, cfg.token_file) == ("http://p-score.rl.svc:8000", "/var/run/tok")
+    env = {"REWARDPOOL_URL": "http://e:8000", "REWARDPOOL_TOKEN_FILE": "/t"}
+    assert (HookConfig.parse("pool=p", env=env).url, HookConfig.parse("pool=p", env=env).token_file) == \
+        ("http://e:8000", "/t")
+    assert HookConfig.parse("pool=p", env={}).url is None  # Ray, as before
 
 
 def test_stored_refs_in_the_framework_shapes():

@@ -153,3 +153,56 @@ def test_junk_oversized_bodies_and_stalled_clients_do_not_stop_a_well_behaved_ca
     ray.get(actor.drain.remote(KEY))
     status, raw, headers = post(url + httpapi.SCORE_PATH, good)
     assert status == 503 and headers.get("Retry-After") == "1"
+
+
+def test_the_http_client_and_the_miles_hook_over_http_give_the_ray_paths_rewards(http_worker, producer, tmp_path,
+                                                                                 monkeypatch):
+    """HttpRewardPoolClient (no Ray in the caller's path) and the miles hook with url= score the same outputs as the
+    Ray client and the Ray hook: the same values, version and reward shapes; a tenant's token is sent from the file
+    token_file names, and a wrong one is refused (403) before anything is scored."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from rewardpool_worker.client.http_client import HttpRewardPoolClient, HttpStatusError
+    from rewardpool_worker.contract import TenantConfig
+    from rewardpool_worker.integrations import miles
+    from rewardpool_worker.runtime.tenants import TenantAuth
+
+    actor, url, state = http_worker
+    refs = [producer.put(f"hcl-{i}", seed=500 + i, shape=(3, 2, 4, 4)) for i in range(6)]
+    tensors = [torch.rand(3, 2, 4, 4) for _ in range(3)]
+    via_ray = asyncio.run(AsyncRewardPoolClient("hsc", "t").score_detailed(refs + tensors, ["p"] * 9, timeout=60))
+    client = HttpRewardPoolClient(url, timeout=60)
+    via_http = asyncio.run(client.score_detailed(refs + tensors, ["p"] * 9, group="g"))
+    assert via_http.results == via_ray.results and via_http.version == via_ray.version
+    assert client.components == ["score"] and client.batch_size == 4
+
+    monkeypatch.setattr(miles, "_rollouts", {})
+    monkeypatch.setattr(miles, "_clients", {})
+    monkeypatch.setattr(miles, "_checked", set())
+
+    def samples():
+        return [SimpleNamespace(prompt="p", metadata={}, reward_max_queue_depth=None,
+                                generated_output=SimpleNamespace(key=r.key, shape=r.shape, dtype=torch.float32,
+                                                                 size=r.nbytes)) for r in refs]
+    ray_args = SimpleNamespace(custom_rm_args="pool=hsc,namespace=t,hint=false,timeout=60", reward_key=None)
+    (tmp_path / "tenants").mkdir()
+    (tmp_path / "tenants" / "grpo").write_text("s3cret")
+    (tmp_path / "token").write_text("s3cret\n")
+    state.scoring.auth = TenantAuth([TenantConfig(name="grpo")], tmp_path / "tenants")
+    http_args = SimpleNamespace(custom_rm_args=f"pool=hsc,namespace=t,hint=false,timeout=60,url={url},"
+                                               f"token_file={tmp_path / 'token'}", reward_key=None)
+    ray_samples, http_samples = samples(), samples()
+    by_ray = asyncio.run(miles.rewardpool_rm(ray_args, ray_samples))
+    by_http = asyncio.run(miles.rewardpool_rm(http_args, http_samples))
+    assert by_http == by_ray and all(isinstance(r, float) for r in by_http)
+    assert [s.metadata["reward_scorer_version"] for s in http_samples] == \
+        [s.metadata["reward_scorer_version"] for s in ray_samples]
+    assert all("hsc" in s.reward_max_queue_depth for s in http_samples)
+
+    (tmp_path / "token").write_text("guess")
+    monkeypatch.setattr(miles, "_clients", {})
+    before = ray.get(actor.stats.remote())["batches"]
+    with pytest.raises(HttpStatusError, match="403"):
+        asyncio.run(miles.rewardpool_rm(http_args, samples()))
+    assert ray.get(actor.stats.remote())["batches"] == before  # nothing scored for a wrong token

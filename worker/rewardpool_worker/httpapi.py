@@ -17,6 +17,7 @@ from typing import Annotated, Literal, Union
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
 
 SCORE_PATH = "/v1/score"
+DESCRIBE_PATH = "/v1/describe"  # GET: what the pool scores with (components, numFrames, scorers, args, batch size)
 FLOW_GRPO_PATH = "/"  # flow-GRPO's (and ddpo-pytorch's) reward servers answer POST on the root
 MAX_BODY_BYTES = 256 << 20  # a larger request gets 413 before its body is read
 MAX_ITEMS = 1024
@@ -97,6 +98,7 @@ class ScoreReply(BaseModel):
     errors: list[ItemError] = Field(default_factory=list)
     # item index -> {component: reason} of a mixture's optional components that refused it (their score NaN)
     component_errors: dict[int, dict[str, str]] = Field(default_factory=dict)
+    queue_depth: int = 0  # batches the worker held when the request arrived (miles' reward_max_queue_depth)
 
 
 class BadRequest(ValueError):

@@ -23,6 +23,8 @@ from an environment variable (the argument wins):
 | store_protocol | REWARDPOOL_STORE_PROTOCOL | tcp | the store client's protocol, for release=true |
 | hint | REWARDPOOL_HINT | true | announce a new rollout's outputs to the pool's autoscaler (`rewardpool_worker.client.demand.expect`) so it grows before the queue builds; needs `patch` on `rewardpools` |
 | expect | REWARDPOOL_EXPECT | rollout size | outputs a rollout brings (default `args.rollout_batch_size x args.n_samples_per_prompt`) |
+| url | REWARDPOOL_URL | (none) | score over HTTP through the pool's Service (`http://<pool>-score.<namespace>.svc:8000`): no Ray cluster of the pool's is needed; `pool=` still names the pool in the records |
+| token_file | REWARDPOOL_TOKEN_FILE | (none) | the file holding the tenant's token (spec.access.tenants), for url= |
 
 A sample's `generated_output` is a stored-tensor ref (anything with `key`, `shape`, `dtype` and `size` or
 `nbytes`; or an OutputRef) which the worker reads from the store, or an inline (C, F, H, W) tensor (the
@@ -80,7 +82,8 @@ log = logging.getLogger("rewardpool.miles")
 ENV = {"pool": "REWARDPOOL_POOL", "pools": "REWARDPOOL_POOLS", "namespace": "REWARDPOOL_NAMESPACE", "ray_namespace": "REWARDPOOL_RAY_NAMESPACE",
        "reward_key": "REWARDPOOL_REWARD_KEY", "timeout": "REWARDPOOL_TIMEOUT", "on_error": "REWARDPOOL_ON_ERROR",
        "release": "REWARDPOOL_RELEASE", "store_master": "REWARDPOOL_STORE_MASTER",
-       "store_protocol": "REWARDPOOL_STORE_PROTOCOL", "hint": "REWARDPOOL_HINT", "expect": "REWARDPOOL_EXPECT"}
+       "store_protocol": "REWARDPOOL_STORE_PROTOCOL", "hint": "REWARDPOOL_HINT", "expect": "REWARDPOOL_EXPECT",
+       "url": "REWARDPOOL_URL", "token_file": "REWARDPOOL_TOKEN_FILE"}
 HINT_GAP_SECONDS = 10.0
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off", ""}
 
@@ -99,6 +102,8 @@ class HookConfig:
     hint: bool = True
     expect: int = 0  # 0: the rollout's size from the framework's args
     pools: tuple[tuple[str, str], ...] = ()  # (reward type, pool), from pools=
+    url: str | None = None  # score over HTTP through this Service URL (no Ray cluster of the pool's needed)
+    token_file: str | None = None  # the tenant's bearer token, read from this file (never in the args)
 
     @classmethod
     def parse(cls, text: str | None, env: dict | None = None) -> "HookConfig":
@@ -111,6 +116,8 @@ class HookConfig:
             if not eq or key not in ENV:
                 raise ValueError(f"--custom-rm-args: {part!r} is not key=value with a key of {sorted(ENV)}")
             values[key] = value.strip()
+        if values.get("url") and values.get("pools"):
+            raise ValueError("--custom-rm-args: url= scores through one pool's Service: use pool=, not pools=")
         if values.get("pools") and values.get("pool"):
             raise ValueError("--custom-rm-args: set pool= (one pool) or pools= (a pool per reward type), not both")
         if not values.get("pool") and not values.get("pools"):
@@ -244,7 +251,18 @@ async def _announce(cfg: HookConfig, args, now: float) -> None:
                     cfg.pool, e)
 
 
-def _client(cfg: HookConfig) -> AsyncRewardPoolClient:
+def _client(cfg: HookConfig):
+    """The pool's client for this event loop: over HTTP through its Service (url=), else over Ray."""
+    if cfg.url:
+        loop = asyncio.get_running_loop()
+        key = ("http", cfg.url, cfg.token_file, cfg.timeout)
+        cached = _clients.get(key)
+        if cached is None or cached[0] is not loop:
+            from ..client.http_client import HttpRewardPoolClient
+
+            token = open(cfg.token_file).read().strip() if cfg.token_file else None
+            cached = _clients[key] = (loop, HttpRewardPoolClient(cfg.url, token, timeout=cfg.timeout))
+        return cached[1]
     import ray
 
     if not ray.is_initialized():  # the rollout process is a Ray driver already; a script may not be

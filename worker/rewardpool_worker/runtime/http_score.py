@@ -61,9 +61,12 @@ def ray_get(ref, timeout: float):
 class Scoring:
     """This pod's actor, as HTTP requests reach it (`get`: how a call's result is awaited, ray_get)."""
 
-    def __init__(self, actor, ready: dict, get=ray_get, auth: TenantAuth | None = None):
+    def __init__(self, actor, ready: dict, get=ray_get, auth: TenantAuth | None = None, depth=lambda: 0):
         self.actor, self.get = actor, get
         self.auth = auth or TenantAuth([])  # who may call (spec.access.tenants); none listed: anyone
+        self.depth = depth  # batches the worker holds now (its last stats)
+        self.described = {k: ready.get(k) for k in ("components", "num_frames", "scorers", "args", "batch_size",
+                                                     "version")}
         self.batch_size = int(ready.get("batch_size") or 1)
         self.version = ready.get("version")
 
@@ -178,6 +181,7 @@ def handle(path: str, body: bytes, scoring: Scoring | None, tenant: str = DEFAUL
     except httpapi.BadRequest as e:
         return _error(400, str(e))
     deadline = time.monotonic() + (seconds or DEFAULT_DEADLINE_SECONDS)
+    depth = scoring.depth()
     try:
         scores, errors, components = scoring.score(outputs, prompts, group, deadline, tenant, priority)
     except Unavailable as u:
@@ -185,5 +189,5 @@ def handle(path: str, body: bytes, scoring: Scoring | None, tenant: str = DEFAUL
     if path == httpapi.FLOW_GRPO_PATH:
         return Answer(200, httpapi.flow_grpo_reply(scores), "application/octet-stream")
     reply = httpapi.ScoreReply(scores=scores, version=scoring.version, errors=errors,
-                               component_errors=components)
+                               component_errors=components, queue_depth=depth)
     return Answer(200, reply.model_dump_json().encode())

@@ -22,7 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from ..contract import (ANNOTATIONS_FILE, CONTROL_TOKEN_FILE, DRAIN_ANNOTATION, DRAIN_PATH, EXIT_REJOIN, HEALTH_PATH,
                         MASTER_METRICS_PATH, METRICS_PATH, PROMOTE_PATH, RAY_GCS_RECONNECT_ENV, READY_PATH,
                         SEGMENTS_DETAIL_PATH, StoreConfig, WorkerConfig, WorkerHealth, segment_used)
-from ..httpapi import FLOW_GRPO_PATH, SCORE_PATH
+from ..httpapi import DESCRIBE_PATH, FLOW_GRPO_PATH, SCORE_PATH
 from . import http_score
 from .control import ControlAuth
 from .tenants import TenantAuth
@@ -225,6 +225,8 @@ def serve_http(host: str, port: int, state: State, metrics: WorkerMetrics,
                 self._send(200 if ok else 503, json.dumps(fields).encode())
             elif self.path == METRICS_PATH:
                 self._send(200, generate_latest(metrics.registry), CONTENT_TYPE_LATEST)
+            elif self.path == DESCRIBE_PATH and state.scoring is not None:
+                self._send(200, json.dumps(state.scoring.described).encode())
             else:
                 self._send(404, b"{}")
 
@@ -405,7 +407,8 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
     key = secrets.token_hex(16)  # the actor's drain and promote answer this process only
     actor = start_actor(cfg, pod, hostname, control_key=key)
     state.detail = ray.get(actor.ready.remote())
-    state.scoring = http_score.Scoring(actor, state.detail, auth=TenantAuth(cfg.tenants))
+    state.scoring = http_score.Scoring(actor, state.detail, auth=TenantAuth(cfg.tenants),
+                                       depth=lambda: state.in_flight)
     metrics.startup(state.detail)
     state.registered_at = time.monotonic()  # start_actor resolved it by name a moment ago
     watch_registration(state, cfg.actor_name(pod), cfg.ray.namespace, own_raylet=bool(cfg.ray.address))
