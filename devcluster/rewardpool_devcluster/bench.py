@@ -55,6 +55,12 @@ def _bench_judge(args) -> int:
     return bench_judge(args)
 
 
+def _bench_http(args) -> int:
+    from .bench_http import run  # needs the worker extra
+
+    return run(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="rewardpool-bench", description=__doc__)
     bsub = ap.add_subparsers(dest="bench", required=True)
@@ -118,6 +124,11 @@ def main(argv: list[str] | None = None) -> int:
 
     judge_arguments(judge)
     judge.set_defaults(func=_bench_judge)
+    http = bsub.add_parser("http", help="HTTP next to Ray for LTX-sized stored outputs; two jobs sharing a worker")
+    from .bench_http import add_arguments as http_arguments
+
+    http_arguments(http)
+    http.set_defaults(func=_bench_http)
 
     args = ap.parse_args(argv)
     return args.func(args)

@@ -206,3 +206,68 @@ def test_the_http_client_and_the_miles_hook_over_http_give_the_ray_paths_rewards
     with pytest.raises(HttpStatusError, match="403"):
         asyncio.run(miles.rewardpool_rm(http_args, samples()))
     assert ray.get(actor.stats.remote())["batches"] == before  # nothing scored for a wrong token
+
+
+def test_a_pool_with_no_ray_cluster_serves_http_with_its_tenants_tokens(master, store, tmp_path):
+    """The worker entrypoint as a pod runs it, from the config the operator renders for a pool with spec.access
+    tenants and no spec.ray (the worker's own private Ray: no Ray head to run): it scores a stored output and an
+    inline tensor over HTTP for a tenant's token (from the projected token files), refuses no token (401) and a
+    wrong one (403), and describes the pool."""
+    import os
+    import subprocess
+    import sys
+
+    from rewardpool_devcluster.cluster import free_port
+    from rewardpool_operator import builders, sizing
+    from rewardpool_operator.spec import Pool
+    from rewardpool_worker.client.http_client import HttpRewardPoolClient, HttpStatusError
+    from rewardpool_worker.records import put_output
+    from tests.conftest import wait_for
+
+    pool = Pool.from_object({"metadata": {"name": "noray", "namespace": "t", "uid": "u"}, "spec": {
+        "replicas": 1, "image": "w", "scorer": {"name": "mean-intensity", "batchSize": 2},
+        "store": {"master": master.address, "protocol": "tcp", "segmentSize": "32Mi", "localBufferSize": "16Mi"},
+        "sizing": {"samplesPerRollout": 4, "outputBytesPerSample": "1Mi"},
+        "access": {"tenants": [{"name": "grpo", "tokenSecret": {"name": "grpo-token"}}]}}})
+    assert pool.spec.ray.address is None
+    pod = builders.pod_template(pool, sizing.compute(pool.spec))
+    cfg = json.loads({e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]
+                      if "value" in e}["REWARDPOOL_WORKER_CONFIG"])
+    cfg["http_port"] = port = free_port()
+    tenants = tmp_path / "tenants"
+    tenants.mkdir()
+    (tenants / "grpo").write_text("grpo-secret\n")  # as the projected Secret key appears in the pod
+    log_path = tmp_path / "worker.log"
+    proc = subprocess.Popen([sys.executable, "-m", "rewardpool_worker.runtime.main"], env={
+        **os.environ, "REWARDPOOL_WORKER_CONFIG": json.dumps(cfg), "POD_NAME": "noray-abcde",
+        "POD_IP": "127.0.0.1", "REWARDPOOL_HTTP_HOST": "127.0.0.1", "REWARDPOOL_RAY_CPUS": "1",
+        "REWARDPOOL_ANNOTATIONS_FILE": str(tmp_path / "x"), "REWARDPOOL_TENANTS_DIR": str(tenants)},
+        stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)
+    try:
+        def ready():
+            assert proc.poll() is None, log_path.read_text()[-3000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
+                    return json.loads(r.read())
+            except OSError:
+                return None
+        wait_for(ready, timeout=120, what="the worker Ready")
+        video = torch.randint(0, 256, (3, 4, 8, 8), dtype=torch.uint8)
+        ref = put_output(store, "noray/s0", video, preferred_segment=store.hostname)
+        import asyncio
+
+        client = HttpRewardPoolClient(f"http://127.0.0.1:{port}", "grpo-secret", timeout=60)
+        report = asyncio.run(client.score_detailed([ref, video], ["p", "p"]))
+        assert report.results[0] == report.results[1] == pytest.approx(float(video.float().mean() / 255), abs=1e-6)
+        assert report.version and report.version.startswith(builders.scorer_digest(pool))
+        assert client.components == ["mean-intensity"]
+        body = json.dumps({"items": [{"key": ref.key, "shape": list(ref.shape), "dtype": ref.dtype,
+                                      "nbytes": ref.nbytes}], "prompts": ["p"]}).encode()
+        assert post(f"http://127.0.0.1:{port}{httpapi.SCORE_PATH}", body)[0] == 401
+        with pytest.raises(HttpStatusError, match="403"):
+            asyncio.run(HttpRewardPoolClient(f"http://127.0.0.1:{port}", "guess", timeout=60)
+                        .score_detailed([ref], ["p"]))
+        store.remove(ref.key, force=True)
+    finally:
+        proc.kill()
+        proc.wait(10)

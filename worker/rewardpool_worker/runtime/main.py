@@ -21,7 +21,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ..contract import (ANNOTATIONS_FILE, CONTROL_TOKEN_FILE, DRAIN_ANNOTATION, DRAIN_PATH, EXIT_REJOIN, HEALTH_PATH,
                         MASTER_METRICS_PATH, METRICS_PATH, PROMOTE_PATH, RAY_GCS_RECONNECT_ENV, READY_PATH,
-                        SEGMENTS_DETAIL_PATH, StoreConfig, WorkerConfig, WorkerHealth, segment_used)
+                        SEGMENTS_DETAIL_PATH, TENANTS_DIR, StoreConfig, WorkerConfig, WorkerHealth, segment_used)
 from ..httpapi import DESCRIBE_PATH, FLOW_GRPO_PATH, SCORE_PATH
 from . import http_score
 from .control import ControlAuth
@@ -407,8 +407,8 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
     key = secrets.token_hex(16)  # the actor's drain and promote answer this process only
     actor = start_actor(cfg, pod, hostname, control_key=key)
     state.detail = ray.get(actor.ready.remote())
-    state.scoring = http_score.Scoring(actor, state.detail, auth=TenantAuth(cfg.tenants),
-                                       depth=lambda: state.in_flight)
+    state.scoring = http_score.Scoring(actor, state.detail, depth=lambda: state.in_flight, auth=TenantAuth(
+        cfg.tenants, os.environ.get("REWARDPOOL_TENANTS_DIR", TENANTS_DIR)))
     metrics.startup(state.detail)
     state.registered_at = time.monotonic()  # start_actor resolved it by name a moment ago
     watch_registration(state, cfg.actor_name(pod), cfg.ray.namespace, own_raylet=bool(cfg.ray.address))
