@@ -105,8 +105,13 @@ def main() -> int:
                        "application/octet-stream")
     out["codes"]["flow_grpo"] = status
     out["flow_grpo_outputs"] = len(pickle.loads(raw)["outputs"]) if status == 200 else None
-    for r in refs:
-        store.remove(r.key)
+    # released as a training job releases them: the Releaser waits out the read lease a score leaves on each
+    from rewardpool_worker.client import Releaser
+
+    releaser = Releaser(store)
+    releaser.expect(refs)
+    releaser.rewarded(refs)
+    out["unreleased"] = releaser.settle(timeout=60)
     store.close()
     print("ROLLOUT_RESULT " + json.dumps(out), flush=True)
     return 0
