@@ -540,6 +540,7 @@ def test_a_job_in_another_namespace_scores_over_http_with_its_tenant_token(kube,
     assert res["scored"] == 6 and res["errors"] == [] and res["max_diff"] < 1e-6, res
     status = kube.json("rewardpool", "-n", pool_ns, POOL)["status"]
     versions = {p["version"] for p in status.get("scorerVersions", [])}
-    assert res["version"] in versions, (res["version"], versions)
+    # the pool's scorer version (the pod label's part until the workers' metrics report the full one)
+    assert res["version"] in versions or version_label(res["version"]) in versions, (res["version"], versions)
     assert res["flow_grpo_outputs"] == 1 and res["unreleased"] == 0
     print(f"HTTP job from another namespace: 6 items scored in {res['seconds']}s through {POOL}-score")
