@@ -175,7 +175,7 @@ def test_the_http_client_and_the_miles_hook_over_http_give_the_ray_paths_rewards
     client = HttpRewardPoolClient(url, timeout=60)
     via_http = asyncio.run(client.score_detailed(refs + tensors, ["p"] * 9, group="g"))
     assert via_http.results == via_ray.results and via_http.version == via_ray.version
-    assert client.components == ["score"] and client.batch_size == 4
+    assert client.components == ray.get(actor.ready.remote())["components"] and client.batch_size == 4
 
     monkeypatch.setattr(miles, "_rollouts", {})
     monkeypatch.setattr(miles, "_clients", {})
