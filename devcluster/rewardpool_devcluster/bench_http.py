@@ -8,8 +8,10 @@ Ray cluster and one worker actor (the worker's own class) with the worker entryp
    through the HTTP client, alternately, --rounds times each: median seconds per call and the ratio.
 2. share: a small job (--small batches) and a job --ratio times larger, each a tenant with its own token, on one
    worker whose scorer takes --model-seconds per batch. The small job alone, then both started together with
-   equal weights, with the small job weighted 2, and with no tenants (first come, first served): the small job's
-   time beside the big one over its time alone, and every output of both scored exactly once."""
+   equal weights, with the small job weighted 2 and 3, and with no tenants (first come, first served): the small
+   job's time beside the big one over its time alone, and every output of both scored exactly once. Both jobs keep
+   every batch in flight, so the worker is saturated: a share of w / (w + 1) of it bounds the small job at
+   (w + 1) / w of its time alone (2x at equal weights)."""
 from __future__ import annotations
 
 import asyncio
@@ -123,7 +125,7 @@ def share(master, producer, args, tmp: Path) -> list[dict]:
     scorer = {"class": "rewardpool_devcluster.bench_http:FixedTimeScorer", "batch_size": 1,
               "args": {"seconds": args.model_seconds}}
     cases = [("alone", None), ("equal weights", {"small": 1, "big": 1}), ("small weighted 2", {"small": 2, "big": 1}),
-             ("no tenants (first come)", {})]
+             ("small weighted 3", {"small": 3, "big": 1}), ("no tenants (first come)", {})]
     alone = None
     for label, weights in cases:
         tenants = [TenantConfig(name=k, weight=w) for k, w in (weights or {"small": 1, "big": 1}).items()]

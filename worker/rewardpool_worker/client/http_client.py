@@ -20,6 +20,7 @@ import logging
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
@@ -52,12 +53,18 @@ def _item(o) -> dict:
 
 class HttpRewardPoolClient:
     def __init__(self, url: str, token: str | None = None, *, timeout: float | None = None,
-                 unavailable_seconds: float = 30.0):
+                 unavailable_seconds: float = 30.0, max_requests: int = 64):
         self.url, self.token, self.timeout = url.rstrip("/"), (token or "").strip() or None, timeout
         self.unavailable_seconds = unavailable_seconds
         self.components: list[str] | None = None
         self.batch_size: int | None = None
         self.retries = 0
+        # requests in flight at once, each blocking a thread of its own (asyncio's default pool has cpu + 4 threads:
+        # a call's requests would queue behind each other there, and behind every other client's)
+        self._pool = ThreadPoolExecutor(max_requests, thread_name_prefix="rewardpool-http")
+
+    async def _call(self, *args):
+        return await asyncio.get_running_loop().run_in_executor(self._pool, self._request, *args)
 
     # one request ---------------------------------------------------------------------------------------------
     def _request(self, method: str, path: str, body: bytes | None, deadline: float | None) -> bytes:
@@ -96,7 +103,7 @@ class HttpRewardPoolClient:
     async def describe(self, timeout: float | None = None) -> dict:
         """What the pool scores with (a worker's answer): components, num_frames, scorers, args, batch_size."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        desc = json.loads(await asyncio.to_thread(self._request, "GET", httpapi.DESCRIBE_PATH, None, deadline))
+        desc = json.loads(await self._call("GET", httpapi.DESCRIBE_PATH, None, deadline))
         self.components = list(desc.get("components") or [])
         self.batch_size = int(desc.get("batch_size") or 1)
         return desc
@@ -122,7 +129,7 @@ class HttpRewardPoolClient:
                                "prompts": list(prompts[start:start + n]), "group": group, "priority": priority,
                                **({"deadline_seconds": max(0.001, deadline - time.monotonic())}
                                   if deadline is not None else {})}).encode()
-            raw = await asyncio.to_thread(self._request, "POST", httpapi.SCORE_PATH, body, deadline)
+            raw = await self._call("POST", httpapi.SCORE_PATH, body, deadline)
             return start, httpapi.ScoreReply.model_validate_json(raw)
         replies = await asyncio.gather(*(one(i) for i in range(0, len(outputs), n)))
         versions = set()
