@@ -353,7 +353,7 @@ def cases_for(b: Bound, schema: dict) -> list[Case]:
              ["Too long", f"{n}"], f"len{n}", f"len{n + 1}")
     elif kw in ("minItems", "maxItems"):
         n = node[kw]
-        items = distinct_items(node["items"], p + (ITEM,), n + 1)
+        items = distinct_items(node["items"], p + (ITEM,), n + 1, node.get("x-kubernetes-list-map-keys") or [])
         if kw == "maxItems":
             pair(items[:n], items[:n + 1], ["Too many", f"must have at most {n} items"], f"{n}items", f"{n + 1}items")
         else:
@@ -383,14 +383,21 @@ def cases_for(b: Bound, schema: dict) -> list[Case]:
     return out
 
 
-def distinct_items(node: dict, path: tuple, n: int) -> list:
+def distinct_items(node: dict, path: tuple, n: int, map_keys: list[str] = ()) -> list:
+    """n valid items, distinct where the schema needs it: strings, and a map list's keys (the API server refuses
+    two items with one key)."""
     if node.get("type") == "string" or node.get("x-kubernetes-int-or-string"):
         first = valid_string(node, path)
         items = [first] + [f"{first}{i}" for i in range(1, n)]
         if all(_ok(s, node) for s in items):
             return items
         raise CannotDerive(f"{dotted(path)}: cannot make {n} distinct valid items")
-    return [fill(node, path) for _ in range(n)]
+    items = [fill(node, path) for _ in range(n)]
+    for key in map_keys:
+        keys = distinct_items(child(node, key), path + (key,), n)
+        for item, k in zip(items, keys):
+            item[key] = k
+    return items
 
 
 def get_node(schema: dict, path: tuple) -> dict:
