@@ -208,6 +208,21 @@ def fill(node: dict, path: tuple):
     return {}
 
 
+def defaulted(node: dict, value):
+    """`value` as the API server keeps it: the schema's defaults filled in, in objects and in array items."""
+    if isinstance(value, list) and "items" in node:
+        return [defaulted(node["items"], v) for v in value]
+    if isinstance(value, dict) and node.get("type") == "object":
+        out = dict(value)
+        for k, prop in (node.get("properties") or {}).items():
+            if k not in out and "default" in prop:
+                out[k] = copy.deepcopy(prop["default"])
+            if k in out:
+                out[k] = defaulted(prop, out[k])
+        return out
+    return value
+
+
 def child(node: dict, seg: str) -> dict:
     if seg == ITEM:
         return node["items"]
