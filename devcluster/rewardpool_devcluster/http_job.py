@@ -49,7 +49,6 @@ def main() -> int:
     ap.add_argument("--master", required=True)
     ap.add_argument("--samples", type=int, default=4)
     ap.add_argument("--frames", type=int, default=5)
-    ap.add_argument("--num-frames", type=int, default=4, help="the pool's scorer.numFrames (mean-intensity)")
     args = ap.parse_args()
     node_ip = os.environ["POD_IP"]
     os.environ.setdefault("MC_TCP_BIND_ADDRESS", node_ip)
@@ -80,9 +79,18 @@ def main() -> int:
     items = [{"key": r.key, "shape": list(r.shape), "dtype": r.dtype, "nbytes": r.nbytes} for r in refs]
     items += [{"image": base64.b64encode(png).decode()}, {"tensor": base64.b64encode(save({"v": inline_video})).decode()}]
     body = json.dumps({"items": items, "prompts": ["p"] * len(items), "group": "http-job"}).encode()
-    scorer = MeanIntensityScorer(args.num_frames)
+    # the pool's scorer as it is now (an earlier roll may have changed its numFrames), from the pool itself
+    for _ in range(60):
+        try:
+            with urllib.request.urlopen(url + httpapi.DESCRIBE_PATH, timeout=10) as r:
+                desc = json.loads(r.read())
+            break
+        except (urllib.error.URLError, OSError):
+            time.sleep(1)
+    (num_frames,) = desc["num_frames"].values()
+    scorer = MeanIntensityScorer(num_frames)
     want = scorer.score_batch(videos + [httpapi.decode_image(png), inline_video], [""] * len(items))
-    out: dict = {"codes": {}}
+    out: dict = {"codes": {}, "num_frames": num_frames}
 
     t0 = time.monotonic()
     status, raw = post(url + httpapi.SCORE_PATH, body, token)
