@@ -37,3 +37,42 @@ def pool_actors(ray_cluster, master):
             ray.kill(a)
         except Exception:
             pass
+
+
+def start_entrypoint(pool, tmp_path, pod_name: str, **env):
+    """The worker entrypoint as a pod runs it, from the config the operator renders for `pool` (its HTTP port on a
+    free loopback port), waited for until Ready. Returns (process, port, log path, the /readyz answer); the caller
+    stops the process."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import urllib.request
+
+    from rewardpool_devcluster.cluster import free_port
+    from rewardpool_operator import builders, sizing
+    from tests.conftest import wait_for
+
+    pod = builders.pod_template(pool, sizing.compute(pool.spec))
+    cfg = json.loads({e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]
+                      if "value" in e}["REWARDPOOL_WORKER_CONFIG"])
+    cfg["http_port"] = port = free_port()
+    log_path = tmp_path / "worker.log"
+    proc = subprocess.Popen([sys.executable, "-m", "rewardpool_worker.runtime.main"], env={
+        **os.environ, "REWARDPOOL_WORKER_CONFIG": json.dumps(cfg), "POD_NAME": pod_name, "POD_IP": "127.0.0.1",
+        "REWARDPOOL_HTTP_HOST": "127.0.0.1", "REWARDPOOL_ANNOTATIONS_FILE": str(tmp_path / "x"), **env},
+        stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)
+
+    def ready():
+        assert proc.poll() is None, log_path.read_text()[-3000:]
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
+                return json.loads(r.read())
+        except OSError:
+            return None
+    try:
+        info = wait_for(ready, timeout=120, what="the worker Ready")
+    except BaseException:
+        proc.kill()
+        raise
+    return proc, port, log_path, info

@@ -213,16 +213,11 @@ def test_a_pool_with_no_ray_cluster_serves_http_with_its_tenants_tokens(master, 
     tenants and no spec.ray (the worker's own private Ray: no Ray head to run): it scores a stored output and an
     inline tensor over HTTP for a tenant's token (from the projected token files), refuses no token (401) and a
     wrong one (403), and describes the pool."""
-    import os
-    import subprocess
-    import sys
-
-    from rewardpool_devcluster.cluster import free_port
-    from rewardpool_operator import builders, sizing
+    from rewardpool_operator import builders
     from rewardpool_operator.spec import Pool
     from rewardpool_worker.client.http_client import HttpRewardPoolClient, HttpStatusError
     from rewardpool_worker.records import put_output
-    from tests.conftest import wait_for
+    from tests.worker.conftest import start_entrypoint
 
     pool = Pool.from_object({"metadata": {"name": "noray", "namespace": "t", "uid": "u"}, "spec": {
         "replicas": 1, "image": "w", "scorer": {"name": "mean-intensity", "batchSize": 2},
@@ -230,28 +225,12 @@ def test_a_pool_with_no_ray_cluster_serves_http_with_its_tenants_tokens(master, 
         "sizing": {"samplesPerRollout": 4, "outputBytesPerSample": "1Mi"},
         "access": {"tenants": [{"name": "grpo", "tokenSecret": {"name": "grpo-token"}}]}}})
     assert pool.spec.ray.address is None
-    pod = builders.pod_template(pool, sizing.compute(pool.spec))
-    cfg = json.loads({e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]
-                      if "value" in e}["REWARDPOOL_WORKER_CONFIG"])
-    cfg["http_port"] = port = free_port()
     tenants = tmp_path / "tenants"
     tenants.mkdir()
     (tenants / "grpo").write_text("grpo-secret\n")  # as the projected Secret key appears in the pod
-    log_path = tmp_path / "worker.log"
-    proc = subprocess.Popen([sys.executable, "-m", "rewardpool_worker.runtime.main"], env={
-        **os.environ, "REWARDPOOL_WORKER_CONFIG": json.dumps(cfg), "POD_NAME": "noray-abcde",
-        "POD_IP": "127.0.0.1", "REWARDPOOL_HTTP_HOST": "127.0.0.1", "REWARDPOOL_RAY_CPUS": "1",
-        "REWARDPOOL_ANNOTATIONS_FILE": str(tmp_path / "x"), "REWARDPOOL_TENANTS_DIR": str(tenants)},
-        stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)
+    proc, port, _, _ = start_entrypoint(pool, tmp_path, "noray-abcde", REWARDPOOL_RAY_CPUS="1",
+                                        REWARDPOOL_TENANTS_DIR=str(tenants))
     try:
-        def ready():
-            assert proc.poll() is None, log_path.read_text()[-3000:]
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
-                    return json.loads(r.read())
-            except OSError:
-                return None
-        wait_for(ready, timeout=120, what="the worker Ready")
         video = torch.randint(0, 256, (3, 4, 8, 8), dtype=torch.uint8)
         ref = put_output(store, "noray/s0", video, preferred_segment=store.hostname)
         import asyncio

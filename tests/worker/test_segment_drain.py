@@ -52,18 +52,13 @@ def test_a_worker_stopped_by_sigterm_waits_until_its_segment_is_read_and_release
     """The entrypoint as a pod runs it, with a segment and the master's metrics (store.metricsAddress): an output
     another client stored in its segment keeps it from exiting after SIGTERM (an eviction, a pod deletion), and
     it stops once that output is released, well before its drain deadline."""
-    import json
-    import os
     import signal
-    import subprocess
-    import sys
     import time
-    import urllib.request
 
-    from rewardpool_devcluster.cluster import free_port
     from rewardpool_operator import builders, sizing
     from rewardpool_operator.spec import Pool
     from tests.conftest import wait_for
+    from tests.worker.conftest import start_entrypoint
 
     pool = Pool.from_object({"metadata": {"name": "term", "namespace": "t", "uid": "u"}, "spec": {
         "replicas": 1, "image": "w", "scorer": {"name": "mean-intensity", "batchSize": 2},
@@ -71,25 +66,11 @@ def test_a_worker_stopped_by_sigterm_waits_until_its_segment_is_read_and_release
                   "protocol": "tcp", "segmentSize": "32Mi", "localBufferSize": "16Mi"},
         "sizing": {"samplesPerRollout": 4, "outputBytesPerSample": "1Mi"}, "drainTimeoutSeconds": 120,
         "ray": {"address": ray_cluster, "namespace": "rewardpool"}}})
-    pod = builders.pod_template(pool, sizing.compute(pool.spec))
-    cfg = json.loads({e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]
-                      if "value" in e}["REWARDPOOL_WORKER_CONFIG"])
-    assert cfg["store"]["metrics_address"] == f"127.0.0.1:{master.metrics_port}"
-    cfg["http_port"] = port = free_port()
-    log_path = tmp_path / "worker.log"
-    proc = subprocess.Popen([sys.executable, "-m", "rewardpool_worker.runtime.main"], env={
-        **os.environ, "REWARDPOOL_WORKER_CONFIG": json.dumps(cfg), "POD_NAME": "term-abcde",
-        "POD_IP": "127.0.0.1", "REWARDPOOL_HTTP_HOST": "127.0.0.1", "REWARDPOOL_ANNOTATIONS_FILE": str(tmp_path / "x")},
-        stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)
+    # the rendered config carries the master's metrics address to the worker
+    assert builders.worker_config(pool, sizing.compute(pool.spec)).store.metrics_address == \
+        f"127.0.0.1:{master.metrics_port}"
+    proc, _, log_path, info = start_entrypoint(pool, tmp_path, "term-abcde")
     try:
-        def ready():
-            assert proc.poll() is None, log_path.read_text()[-3000:]
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
-                    return json.loads(r.read())
-            except OSError:
-                return None
-        info = wait_for(ready, timeout=90, what="the worker Ready")
         segment = info["store_hostname"]
         ref = put_output(store, "term/held", torch.arange(8192, dtype=torch.int32), preferred_segment=segment)
         assert _used(master, segment) == ref.nbytes  # it landed in the worker's segment
