@@ -8,9 +8,10 @@ import hashlib
 import json
 
 from rewardpool_worker.contract import (ANNOTATIONS_FILE, CONTROL_SECRET_KEY, CONTROL_TOKEN_DIR, ENV_VAR,
-                                        HEALTH_PATH, HTTP_PORT, READY_PATH, ROCE_INTERFACE, SCORER_VERSION_LABEL,
-                                        TENANTS_DIR, RayConfig, ScorerConfig, StoreConfig, TenantConfig,
-                                        WorkerConfig, api_key_env, control_secret_name, termination_grace_seconds)
+                                        HEALTH_PATH, HTTP_PORT, READY_PATH, ROCE_INTERFACE, SCORE_PORT_NAME,
+                                        SCORER_VERSION_LABEL, TENANTS_DIR, RayConfig, ScorerConfig, StoreConfig, TenantConfig,
+                                        WorkerConfig, api_key_env, control_secret_name, score_service_name as service_for,
+                                        termination_grace_seconds)
 
 from .podsecurity import RESTRICTED
 from .quantity import format_bytes
@@ -87,11 +88,11 @@ def headless_service(pool: Pool) -> dict:
     return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(pool, service_name(pool), "workers"),
             "spec": {"clusterIP": "None", "selector": {**pool.selector, COMPONENT_LABEL: "worker"},
                      "publishNotReadyAddresses": True,
-                     "ports": [{"name": "http", "port": HTTP_PORT, "targetPort": "http"}]}}
+                     "ports": [{"name": SCORE_PORT_NAME, "port": HTTP_PORT, "targetPort": "http"}]}}
 
 
 def score_service_name(pool: Pool) -> str:
-    return f"{pool.name}-score"
+    return service_for(pool.name)
 
 
 def score_service(pool: Pool) -> dict:
@@ -99,7 +100,7 @@ def score_service(pool: Pool) -> dict:
     by the cluster (a draining or shadow worker is not Ready, so it gets none)."""
     return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(pool, score_service_name(pool), "score"),
             "spec": {"type": "ClusterIP", "selector": {**pool.selector, COMPONENT_LABEL: "worker"},
-                     "ports": [{"name": "http", "port": HTTP_PORT, "targetPort": "http"}]}}
+                     "ports": [{"name": SCORE_PORT_NAME, "port": HTTP_PORT, "targetPort": "http"}]}}
 
 
 # ---- disruption budget ---------------------------------------------------------------------------------------

@@ -250,3 +250,45 @@ def test_a_pool_with_no_ray_cluster_serves_http_with_its_tenants_tokens(master, 
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def test_the_http_client_spreads_over_the_workers_and_moves_off_one_that_goes_away(pool_actors, producer,
+                                                                                     tmp_path):
+    """The HTTP client with the workers as members (their own addresses, as EndpointSlices list them): one call's
+    requests spread over both real workers by least outstanding work, with the Ray client's scores and version;
+    when one worker's server goes away (connections refused), the next call's requests go to the other and every
+    output is scored once, by it."""
+    import asyncio
+
+    from rewardpool_worker.client.endpoints import FixedEndpoints
+    from rewardpool_worker.client.http_client import HttpRewardPoolClient
+
+    actors = pool_actors("hep", 2, MEAN)
+    (tmp_path / "token").write_text("t")
+    servers, urls = [], {}
+    for i, actor in enumerate(actors):
+        state = State()
+        state.phase = "ready"
+        state.detail = ray.get(actor.ready.remote())
+        state.scoring = http_score.Scoring(actor, state.detail)
+        servers.append(serve_http("127.0.0.1", 0, state, WorkerMetrics(), ControlAuth(tmp_path / "token")))
+        urls[f"hep-pod-{i}"] = f"http://127.0.0.1:{servers[-1].server_address[1]}"
+    try:
+        refs = [producer.put(f"hep-{i}", seed=700 + i, shape=(3, 2, 4, 4)) for i in range(32)]
+        via_ray = asyncio.run(AsyncRewardPoolClient("hep", "t").score_detailed(refs, ["p"] * 32, timeout=60))
+        client = HttpRewardPoolClient(endpoints=FixedEndpoints(urls), timeout=60, seed=1)
+        spread = asyncio.run(client.score_detailed(refs, ["p"] * 32))
+        assert spread.results == via_ray.results and spread.version == via_ray.version
+        assert spread.workers == {"hep-pod-0": 2, "hep-pod-1": 2}  # 4 requests of 8 (batchSize 4 x 2)
+
+        servers[0].shutdown()
+        servers[0].server_close()
+        before = [ray.get(a.stats.remote())["batches"] for a in actors]
+        moved = asyncio.run(client.score_detailed(refs, ["p"] * 32))
+        after = [ray.get(a.stats.remote())["batches"] for a in actors]
+        assert moved.results == via_ray.results and moved.errors == []
+        assert moved.workers == {"hep-pod-1": 4} and moved.retries >= 1
+        assert (after[0] - before[0], after[1] - before[1]) == (0, 8)  # each output scored once, by the live one
+    finally:
+        for s in servers[1:]:
+            s.shutdown()

@@ -21,6 +21,15 @@ ENV_VAR = "REWARDPOOL_WORKER_CONFIG"
 # Where the pod's Downward API volume puts its annotations (Multus network-status lives there).
 ANNOTATIONS_FILE = "/etc/podinfo/annotations"
 HTTP_PORT = 8000
+# The pool's scoring Service (`<pool>-score`, its Ready workers) and the name of its port: an HTTP client finds the
+# workers from the Service's EndpointSlices by these.
+SCORE_PORT_NAME = "http"
+
+
+def score_service_name(pool: str) -> str:
+    return f"{pool}-score"
+
+
 # The worker's HTTP endpoints on HTTP_PORT: reads open to probes and scrapers, control calls authenticated.
 HEALTH_PATH, READY_PATH, METRICS_PATH, DRAIN_PATH = "/healthz", "/readyz", "/metrics", "/drain"
 PROMOTE_PATH = "/promote"  # a shadow worker's version takes traffic now (SHADOW_ANNOTATION removed)

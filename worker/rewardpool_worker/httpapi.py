@@ -19,6 +19,10 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, Validatio
 SCORE_PATH = "/v1/score"
 DESCRIBE_PATH = "/v1/describe"  # GET: what the pool scores with (components, numFrames, scorers, args, batch size)
 FLOW_GRPO_PATH = "/"  # flow-GRPO's (and ddpo-pytorch's) reward servers answer POST on the root
+# Why a worker refused a whole request for now (the error body's "reason"), so a client knows where to go next
+REFUSED_FULL = "Overloaded"  # 429: its queue is full
+REFUSED_LEAVING = "NotServing"  # 503: draining, shadowing, loading its model: another worker
+REFUSED_STORE = "MasterUnreachable"  # 503: the store master does not answer: no worker can read now, wait
 MAX_BODY_BYTES = 256 << 20  # a larger request gets 413 before its body is read
 MAX_ITEMS = 1024
 MAX_PROMPT_CHARS = 16384

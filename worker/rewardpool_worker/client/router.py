@@ -1,5 +1,6 @@
-"""`Router`: the pool's live workers (found by actor name in Ray, refreshed as the pool scales) and the choice
-of a worker for each batch.
+"""`Router`: the pool's live workers (from a membership source, refreshed as the pool scales: named actors in
+Ray, `RayActors`; or the ready endpoints of the pool's Service, `endpoints.EndpointSlices`) and the choice of a
+worker for each batch.
 
 Routing. For each batch the router prices every eligible worker at (its outstanding batches + 1) x its
 batch time (a moving average of this client's batch round trips there, each divided by the batches it had
@@ -53,8 +54,10 @@ class Member:
 
 class Router:
     def __init__(self, prefix: str, ray_namespace: str = "rewardpool", refresh_seconds: float = 5.0,
-                 slack: float = 0.5, spread: float = 2.0, seed: int | None = None):
+                 slack: float = 0.5, spread: float = 2.0, seed: int | None = None, source=None):
         self.prefix, self.ray_namespace, self.refresh_seconds = prefix, ray_namespace, refresh_seconds
+        # where members come from: the pool's named actors in Ray, or (HTTP) its Service's EndpointSlices
+        self.source = source or RayActors(prefix, ray_namespace)
         self.slack, self.spread = slack, spread
         self.max_outstanding: int | None = None
         self._members: dict[str, Member] = {}
@@ -74,24 +77,22 @@ class Router:
 
     def refresh(self) -> list[str]:
         try:
-            listed = ray.util.list_named_actors(all_namespaces=True)
-        except Exception as e:  # noqa: BLE001 (RPC errors: the GCS does not answer, a head restarting)
-            # The workers known keep answering through their handles (calls go to them, not through the GCS),
-            # so they stay members until the listing answers again; none known is none (PoolUnavailable).
-            log.warning("cannot list the pool's workers in Ray (%s: %s); keeping the %d known",
+            names = sorted(self.source.names())
+        except Exception as e:  # noqa: BLE001 (RPC errors: the GCS or the API server does not answer)
+            # The workers known keep answering (calls go to them, not through the listing), so they stay members
+            # until the listing answers again; none known is none (PoolUnavailable).
+            log.warning("cannot list the pool's workers (%s: %s); keeping the %d known",
                         type(e).__name__, str(e)[:200], len(self._members))
             self.gcs_unanswered += 1
             with self._lock:
                 self._refreshed = time.monotonic()
                 return sorted(self._members)
-        names = sorted(n["name"] for n in listed
-                       if n["namespace"] == self.ray_namespace and n["name"].startswith(self.prefix))
         found = {}
         for name in names:
             if name not in self._members:
                 try:
-                    handle = ray.get_actor(name, namespace=self.ray_namespace)
-                except ValueError:  # died between the listing and the lookup
+                    handle = self.source.handle(name)
+                except LookupError:  # gone between the listing and the lookup
                     continue
                 if _actor_id(handle) is None or _actor_id(handle) not in self._dead:  # still listed a moment after it died: not again
                     found[name] = handle
@@ -217,6 +218,23 @@ class Router:
             m = self._members.pop(name, None)
             if m is not None:
                 self._dead.add(_actor_id(m.handle))
+
+
+class RayActors:
+    """The pool's workers as Ray lists them: named actors under the pool's prefix in the workers' Ray namespace."""
+
+    def __init__(self, prefix: str, ray_namespace: str):
+        self.prefix, self.ray_namespace = prefix, ray_namespace
+
+    def names(self) -> list[str]:
+        listed = ray.util.list_named_actors(all_namespaces=True)
+        return [n["name"] for n in listed if n["namespace"] == self.ray_namespace and n["name"].startswith(self.prefix)]
+
+    def handle(self, name: str):
+        try:
+            return ray.get_actor(name, namespace=self.ray_namespace)
+        except ValueError:  # died between the listing and the lookup
+            raise LookupError(name) from None
 
 
 def cancel_remote(member: Member, ref, batch_id: str) -> None:

@@ -261,7 +261,10 @@ def _client(cfg: HookConfig):
             from ..client.http_client import HttpRewardPoolClient
 
             token = open(cfg.token_file).read().strip() if cfg.token_file else None
-            cached = _clients[key] = (loop, HttpRewardPoolClient(cfg.url, token, timeout=cfg.timeout))
+            # the pool's workers from its EndpointSlices when this pod may list them (least outstanding routing, one
+            # version per call), else through the Service
+            cached = _clients[key] = (loop, HttpRewardPoolClient(cfg.url, token, pool=cfg.pool, namespace=cfg.namespace,
+                                                                 timeout=cfg.timeout))
         return cached[1]
     import ray
 

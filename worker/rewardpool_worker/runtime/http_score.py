@@ -39,8 +39,9 @@ class Answer:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-def _error(status: int, message: str, **headers: str) -> Answer:
-    return Answer(status, json.dumps({"error": message}).encode(), headers=headers)
+def _error(status: int, message: str, reason: str | None = None, **headers: str) -> Answer:
+    return Answer(status, json.dumps({"error": message, **({"reason": reason} if reason else {})}).encode(),
+                  headers=headers)
 
 
 class Unavailable(Exception):
@@ -134,11 +135,13 @@ class Scoring:
 def refusal(cause: BaseException) -> Answer | None:
     """The worker refused the whole request for now (not the items' fault): the answer that says so."""
     if isinstance(cause, Overloaded):
-        return _error(429, f"the worker's queue is full: {cause}", **{"Retry-After": str(RETRY_AFTER_SECONDS)})
+        return _error(429, f"the worker's queue is full: {cause}", httpapi.REFUSED_FULL,
+                      **{"Retry-After": str(RETRY_AFTER_SECONDS)})
     if isinstance(cause, (Draining, Shadowing)):
-        return _error(503, f"the worker takes no calls now: {cause}", **{"Retry-After": str(RETRY_AFTER_SECONDS)})
+        return _error(503, f"the worker takes no calls now: {cause}", httpapi.REFUSED_LEAVING,
+                      **{"Retry-After": str(RETRY_AFTER_SECONDS)})
     if isinstance(cause, MasterUnreachable):
-        return _error(503, f"the store master does not answer: {cause}",
+        return _error(503, f"the store master does not answer: {cause}", httpapi.REFUSED_STORE,
                       **{"Retry-After": str(RETRY_AFTER_SECONDS)})
     if isinstance(cause, Cancelled):
         return _error(504, "the request's deadline passed before it was scored")
@@ -162,7 +165,7 @@ def read_body(headers, rfile) -> bytes | Answer:
 
 
 def unavailable() -> Answer:
-    return _error(503, "the worker is not Ready to score (loading its model, or draining)",
+    return _error(503, "the worker is not Ready to score (loading its model, or draining)", httpapi.REFUSED_LEAVING,
                   **{"Retry-After": str(RETRY_AFTER_SECONDS)})
 
 
