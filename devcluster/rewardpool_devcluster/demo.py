@@ -1,7 +1,8 @@
 """The demo on its environment (environment.py): a 2-worker RewardPool of real containers on the real node
 scoring as the origin's SD3.5 run scored (PickScore + HPS + OCR, miles' weighted mixture, its reward names as
-keys), then a training job's reward step scoring generated images whose prompts quote the text to render, and
-what to look at next.
+keys), then a training job's reward step scoring generated images whose prompts quote the text to render through
+Ray, beside an evaluation job in another namespace scoring over HTTP (the pool's Service and EndpointSlices, its
+tenant token, no Ray), and what to look at next.
 
 The workers run the production scorers on models with random weights (nothing can be downloaded here): a CLIP
 for PickScore (its size is the demo's option, REWARDPOOL_DEMO_MODEL: tiny, small by default, or clip-h14,
@@ -13,16 +14,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import time
 from pathlib import Path
 
 from .environment import DEMO_DIR, Environment, step
-from .incluster import MODELS_DIR, job_result, real_node_pool, rollout_job_objects, startup_breakdown
+from .incluster import (MODELS_DIR, http_job_objects, job_result, real_node_pool, rollout_job_objects,
+                        startup_breakdown)
 from .realnode_config import NODE_NAME
 
 NS = "demo"
 POOL = "sd35-demo"
+EVAL_NS, TENANT = "demo-eval", "eval"  # the HTTP job's namespace, and its tenant of the pool
 ATTACHMENT = f"{NS}/macvlan-store"
 MODEL_CLAIM = "demo-model"
 # The rollout's images: SD3.5 outputs, (C, 1, H, W) uint8 (a one-frame video, as the framework lays images out),
@@ -37,17 +41,24 @@ def run(env: Environment, t0: float) -> int:
     """0 when the job scored; 1 (environment left running, to look at) when the pool or the job failed.
     `t0`: when the demo began, environment included."""
     size = os.environ.get("REWARDPOOL_DEMO_MODEL", "small")
-    env.kubectl("create", "namespace", NS, check=False)
+    for ns in (NS, EVAL_NS):
+        env.kubectl("create", "namespace", ns, check=False)
     models = demo_models(size)
-    env.apply([env.node.macvlan_attachment(NS), *model_volume(models["pickscore"])])
+    token = secrets.token_hex(16)  # the eval job's tenant token, in a Secret the pool lists
+    env.apply([env.node.macvlan_attachment(NS), *model_volume(models["pickscore"]),
+               {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"{TENANT}-token", "namespace": NS},
+                "stringData": {"token": token}}])
     if not _pool_ready(env, {k: f"{MODELS_DIR}/{m.name}" for k, m in models.items()}):
         return 1
     step(f"a rollout job puts {SAMPLES} generated images (SD3.5 outputs, (3, 1, {HEIGHT}, {WIDTH}) uint8, prompts "
-         "like '" + PROMPT.format(i=0) + "') into the store, scores them through the pool client, releases them")
+         "like '" + PROMPT.format(i=0) + "') into the store, scores them through the pool client (Ray), releases "
+         f"them; beside it an eval job in namespace {EVAL_NS} scores its own outputs over HTTP (tenant {TENANT})")
+    env.apply(http_job_objects("eval-http", EVAL_NS, env.node.images.worker, POOL, NS, token, "guess", frames=1))
     result = _rollout(env)
-    if result is None:
+    evaluation = _job(env, EVAL_NS, "eval-http")
+    if result is None or evaluation is None:
         return 1
-    _report(env, result, t0, size)
+    _report(env, result, evaluation, t0, size)
     return 0
 
 
@@ -116,7 +127,8 @@ def _pool_ready(env: Environment, paths: dict[str, str]) -> bool:
     scorer, scorers = pool_scorers(paths)
     env.apply([real_node_pool(POOL, NS, env.node.images.worker, replicas=2, attachment=ATTACHMENT, scorer=scorer,
                               scorers=scorers, samples=SAMPLES, output_bytes=str(OUTPUT_BYTES),
-                              frames_per_sample=FRAMES, model_claim=MODEL_CLAIM)])
+                              frames_per_sample=FRAMES, model_claim=MODEL_CLAIM,
+                              tenants=[{"name": TENANT, "tokenSecret": {"name": f"{TENANT}-token"}}])])
     deadline = time.monotonic() + 300
     while k("wait", "--for=condition=Ready", "-n", NS, f"rewardpool/{POOL}", "--timeout=10s",
             check=False).returncode != 0:
@@ -136,21 +148,26 @@ def _pool_ready(env: Environment, paths: dict[str, str]) -> bool:
 
 
 def _rollout(env: Environment) -> dict | None:
-    """The job's JSON result, or None (its log printed) when it did not succeed."""
-    k = env.kubectl
+    """The rollout job's JSON result, or None (its log printed) when it did not succeed."""
     env.apply(rollout_job_objects("rollout", NS, env.node.images.worker, POOL, samples=SAMPLES, frames=FRAMES,
                                   height=HEIGHT, width=WIDTH, batch=4, attachment=ATTACHMENT, pattern="poster",
                                   prompt=PROMPT))
+    return _job(env, NS, "rollout")
+
+
+def _job(env: Environment, ns: str, name: str) -> dict | None:
+    """A job's JSON result line, or None (its log printed) when it did not succeed."""
+    k = env.kubectl
     deadline = time.monotonic() + 300
     while True:
-        st = json.loads(k("get", "job", "-n", NS, "rollout", "-o", "json").stdout).get("status", {})
+        st = json.loads(k("get", "job", "-n", ns, name, "-o", "json").stdout).get("status", {})
         if st.get("succeeded") or st.get("failed") or time.monotonic() > deadline:
             break
         time.sleep(1)
-    logs = k("logs", "-n", NS, "job/rollout", "--tail=200", check=False).stdout
+    logs = k("logs", "-n", ns, f"job/{name}", "--tail=200", check=False).stdout
     if not st.get("succeeded"):
         print(logs)
-        step("the rollout job failed (log above)")
+        step(f"the {name} job failed (log above)")
         return None
     return job_result(logs)
 
@@ -181,7 +198,7 @@ def _worker_metrics(env: Environment) -> list[str]:
                         check=False).stdout for p in pods]
 
 
-def _report(env: Environment, r: dict, t0: float, size: str) -> None:
+def _report(env: Environment, r: dict, evaluation: dict, t0: float, size: str) -> None:
     k, key = env.kubectl, env.node.key
     w = worker_figures(_worker_metrics(env))
     print()
@@ -194,6 +211,12 @@ def _report(env: Environment, r: dict, t0: float, size: str) -> None:
     print(f"per output, on the workers: read {w['read_s'] * 1000:.1f} ms ({w['read_bytes'] / 1e3:.0f} kB moved of "
           f"a {OUTPUT_BYTES / 1e3:.0f} kB image), score {w['score_s'] * 1000:.1f} ms by the three scorers "
           f"({w['outputs']} outputs)")
+    c = evaluation["client"]
+    print(f"eval job over HTTP ({EVAL_NS}, tenant {TENANT}, no Ray): {evaluation.get('scored')} items (stored images, "
+          f"a PNG, a safetensors image) in {evaluation['seconds']:.2f} s through {POOL}-score; again through the "
+          f"Python client, which routed over {c['members'] if not c['via_service'] else 'the Service'}: "
+          f"{c['scored']} scored; no token {evaluation['codes']['no_token']}, a wrong one "
+          f"{evaluation['codes']['wrong_token']}, a pickle naming a class {evaluation['codes']['pickled_class']}")
     print()
     print(k("get", "nodes", "-o", "wide").stdout)  # the real node next to the kwok ones
     print(k("get", "rp", "-A").stdout)

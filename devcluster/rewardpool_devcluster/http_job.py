@@ -2,7 +2,9 @@
 like rollout_job.py), in a namespace of its own and with no Ray: it puts videos into the store from its own segment,
 scores them and inline media (a PNG, a safetensors video, flow-GRPO's pickled JPEGs) through the pool's Service with
 its tenant token, checks each score against the scorer run here on the same pixels, tries what must be refused (no
-token, a wrong one, a pickle naming a class), removes its outputs and prints its result line (ROLLOUT_RESULT).
+token, a wrong one, a pickle naming a class), scores them again through the Python client (the pool's workers
+from its EndpointSlices), removes its outputs and prints its result line (ROLLOUT_RESULT). The demo runs it beside
+its Ray rollout job; its scores are checked against the scorer here when the pool scores mean intensity.
 
   python3 http_job.py POOL POOL_NAMESPACE --master HOST:PORT [--samples N]   (TENANT_TOKEN, WRONG_TOKEN in env)
 """
@@ -87,10 +89,13 @@ def main() -> int:
             break
         except (urllib.error.URLError, OSError):
             time.sleep(1)
-    (num_frames,) = desc["num_frames"].values()
-    scorer = MeanIntensityScorer(num_frames)
-    want = scorer.score_batch(videos + [httpapi.decode_image(png), inline_video], [""] * len(items))
-    out: dict = {"codes": {}, "num_frames": num_frames}
+    out: dict = {"codes": {}, "components": desc.get("components")}
+    want = None  # each score checked against the scorer run here, for a mean-intensity pool (the tests')
+    if set((desc.get("scorers") or {}).values()) == {"mean-intensity"}:
+        (num_frames,) = desc["num_frames"].values()
+        scorer = MeanIntensityScorer(num_frames)
+        want = scorer.score_batch(videos + [httpapi.decode_image(png), inline_video], [""] * len(items))
+        out["num_frames"] = num_frames
 
     t0 = time.monotonic()
     status, raw = post(url + httpapi.SCORE_PATH, body, token)
@@ -99,7 +104,9 @@ def main() -> int:
     if status == 200:
         reply = httpapi.ScoreReply.model_validate_json(raw)
         out["version"], out["errors"] = reply.version, [e.model_dump() for e in reply.errors]
-        out["max_diff"] = max(abs(a - b) for a, b in zip(reply.scores, want)) if None not in reply.scores else None
+        out["max_diff"] = max(abs(a - b) for a, b in zip(reply.scores, want)) \
+            if want is not None and None not in reply.scores else None
+        out["first_score"] = reply.scores[0]
         out["scored"] = sum(s is not None for s in reply.scores)
     else:
         out["body"] = raw[:300].decode(errors="replace")
@@ -113,6 +120,21 @@ def main() -> int:
                        "application/octet-stream")
     out["codes"]["flow_grpo"] = status
     out["flow_grpo_outputs"] = len(pickle.loads(raw)["outputs"]) if status == 200 else None
+    # the Python client as a trainer uses it: the workers from the Service's EndpointSlices (this pod's service
+    # account may list them in the pool's namespace), least outstanding work, one scorer version per call
+    import asyncio
+
+    from rewardpool_worker.client.http_client import HttpRewardPoolClient
+    from rewardpool_worker.errors import SampleError
+
+    client = HttpRewardPoolClient(url, token, pool=args.pool, namespace=args.pool_namespace, timeout=120)
+    report = asyncio.run(client.score_detailed(refs + [inline_video], ["p"] * (len(refs) + 1), group="client"))
+    expected = want[:len(refs)] + [want[-1]] if want is not None else None
+    out["client"] = {"via_service": client.via_service, "workers": sorted(report.workers),
+                     "members": client.router.members(), "version": report.version, "errors": len(report.errors),
+                     "scored": sum(not isinstance(r, SampleError) for r in report.results),
+                     "max_diff": max((abs(a - b) for a, b in zip(report.results, expected)
+                                      if not isinstance(a, SampleError)), default=None) if expected else None}
     # released as a training job releases them: the Releaser waits out the read lease a score leaves on each
     from rewardpool_worker.client import Releaser
 

@@ -167,7 +167,7 @@ def rollout_job_objects(name: str, namespace: str, image: str, pool: str, *, sam
 
 
 def http_job_objects(name: str, namespace: str, image: str, pool: str, pool_namespace: str, token: str,
-                     wrong_token: str, *, infra_ns: str = INFRA_NS) -> list[dict]:
+                     wrong_token: str, *, infra_ns: str = INFRA_NS, frames: int = 5) -> list[dict]:
     """A ConfigMap holding http_job.py and a Job running it on the real node: a trainer in `namespace` that scores
     over HTTP through the pool's Service with its tenant token, with no Ray."""
     from pathlib import Path
@@ -175,11 +175,21 @@ def http_job_objects(name: str, namespace: str, image: str, pool: str, pool_name
     script = (Path(__file__).with_name("http_job.py")).read_text()
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-script", "namespace": namespace},
           "data": {"http_job.py": script}}
-    args = [pool, pool_namespace, f"--master=mooncake-master.{infra_ns}.svc.cluster.local:{MASTER_PORT}"]
+    args = [pool, pool_namespace, f"--master=mooncake-master.{infra_ns}.svc.cluster.local:{MASTER_PORT}",
+            f"--frames={frames}"]
+    # the job's service account may list the pool's EndpointSlices (its client routes over the workers itself)
+    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": f"{name}-endpoints", "namespace": pool_namespace},
+            "rules": [{"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list"]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": f"{name}-endpoints", "namespace": pool_namespace},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{name}-endpoints"},
+               "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]}
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace},
            "spec": {"backoffLimit": 0, "ttlSecondsAfterFinished": 600, "template": {"spec": {
                **copy.deepcopy(ON_REAL_NODE), "restartPolicy": "Never", "enableServiceLinks": False,
-               "automountServiceAccountToken": False,
+               "serviceAccountName": name, "automountServiceAccountToken": True,
                "containers": [{"name": "http", "image": image, "imagePullPolicy": "IfNotPresent",
                                "command": ["python3", "/job/http_job.py", *args],
                                "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
@@ -189,7 +199,7 @@ def http_job_objects(name: str, namespace: str, image: str, pool: str, pool_name
                                              "limits": {"memory": "1Gi"}},
                                "volumeMounts": [{"name": "script", "mountPath": "/job"}]}],
                "volumes": [{"name": "script", "configMap": {"name": f"{name}-script"}}]}}}}
-    return [cm, job]
+    return [cm, sa, role, binding, job]
 
 
 def _ts(s: str) -> float:

@@ -543,4 +543,12 @@ def test_a_job_in_another_namespace_scores_over_http_with_its_tenant_token(kube,
     # the pool's scorer version (the pod label's part until the workers' metrics report the full one)
     assert res["version"] in versions or version_label(res["version"]) in versions, (res["version"], versions)
     assert res["flow_grpo_outputs"] == 1 and res["unreleased"] == 0
-    print(f"HTTP job from another namespace: 6 items scored in {res['seconds']}s through {POOL}-score")
+    # the job's Python client found the Ready workers from the Service's EndpointSlices (its service account's Role
+    # in the pool's namespace) and sent to them by pod, not through the Service
+    pods = {p["metadata"]["name"] for p in kube.pods(pool_ns, f"rewardpool.io/pool={POOL}")}
+    client = res["client"]
+    assert not client["via_service"] and client["members"] and set(client["members"]) <= pods, (client, pods)
+    assert set(client["workers"]) <= set(client["members"]) and client["errors"] == 0, client
+    assert client["max_diff"] < 1e-6 and client["version"] == res["version"], client
+    print(f"HTTP job from another namespace: 6 items scored in {res['seconds']}s through {POOL}-score; its client "
+          f"routed over {client['members']}")
