@@ -10,8 +10,9 @@ Ray cluster and one worker actor (the worker's own class) with the worker entryp
    worker whose scorer takes --model-seconds per batch. The small job alone, then both started together with
    equal weights, with the small job weighted 2 and 3, and with no tenants (first come, first served): the small
    job's time beside the big one over its time alone, and every output of both scored exactly once. Both jobs keep
-   every batch in flight, so the worker is saturated: a share of w / (w + 1) of it bounds the small job at
-   (w + 1) / w of its time alone (2x at equal weights)."""
+   every batch in flight, so the worker is saturated: under weighted fair sharing (round robin) a share of
+   w / (w + 1) would bound the small job at (w + 1) / w of its time alone (2x at equal weights); the worker's Fair
+   Sojourn slots (fairslots.py) let it finish first, and the big job no later than under fair sharing."""
 from __future__ import annotations
 
 import asyncio

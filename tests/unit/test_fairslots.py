@@ -1,7 +1,9 @@
-"""Read slots shared fairly by tenants (fairslots.py): with batches of several tenants waiting, freed slots go by
-smooth weighted round robin (a large job cannot starve a small one), eval before train within a tenant, first come
-first served within a priority; a cancelled waiter leaves, an idle tenant banks no credit; and under generated
-arrivals, cancellations and releases no slot is lost or handed twice and every waiter ends served or cancelled."""
+"""Read slots shared fairly by tenants (fairslots.py, the Fair Sojourn Protocol over tenants): a small job beside a
+large one finishes first, and (generated backlogs and weights) no tenant finishes later than under weighted fair
+sharing; tenants that keep sending get slots in proportion to their weights; eval before train within a tenant,
+first come first served within a priority; a cancelled waiter leaves and takes its virtual work with it, an idle
+tenant banks no credit; and under generated arrivals, cancellations and releases no slot is lost or handed twice and
+every waiter ends served or cancelled."""
 from __future__ import annotations
 
 import threading
@@ -12,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rewardpool_worker.errors import Cancelled
-from rewardpool_worker.runtime.fairslots import FairSlots
+from rewardpool_worker.runtime.fairslots import FairSlots, _Ticket
 
 
 def wait_until(cond, timeout=5.0):
@@ -42,19 +44,67 @@ def served_order(fs: FairSlots, arrivals: list[tuple[str, str]]) -> list[tuple[s
     return order
 
 
-def test_a_small_job_is_not_starved_by_a_large_one():
+def test_a_small_job_beside_a_large_one_finishes_first():
     fs = FairSlots(["slot"])
-    order = served_order(fs, [("big", "train")] * 40 + [("small", "train")] * 10)
-    first = [t for t, _ in order[:20]]
-    assert first.count("small") == 10  # alternating while both wait, though big queued 4x as many first
-    assert all(t == "big" for t, _ in order[20:])
+    order = [t for t, _ in served_order(fs, [("big", "train")] * 40 + [("small", "train")] * 10)]
+    assert order == ["small"] * 10 + ["big"] * 40  # though big queued 4x as many first; big ends as under sharing
 
 
-def test_weights_give_slots_in_proportion():
-    fs = FairSlots(["slot"], weights={"a": 3, "b": 1})
-    order = [t for t, _ in served_order(fs, [("a", "train")] * 30 + [("b", "train")] * 30)]
-    assert order[:20].count("a") == 15 and order[:20].count("b") == 5
-    assert "a,a,a,a" not in ",".join(order[:20])  # smooth: interleaved, never a long run of one
+def simulate(weights: dict[str, int], backlog: dict[str, int], refill: bool, slots: int) -> list[str]:
+    """Hand `slots` slots one at a time (one slot, released at once) to tenants whose batches wait: `backlog` queued
+    at the start; with `refill`, a tenant sends a new batch for each one served (it keeps its backlog)."""
+    fs = FairSlots(["slot"], weights)
+    seq = iter(range(10 ** 9))
+    tickets = []
+    for tenant, n in backlog.items():
+        for _ in range(n):
+            t = _Ticket(tenant, "train", next(seq), 0.0)
+            fs._enqueue(t)
+            tickets.append(t)
+    order = []
+    for _ in range(slots):
+        if not fs._waiting:
+            break
+        fs._dispatch()
+        got = next(t for t in tickets if t.slot is not None)
+        tickets.remove(got)
+        order.append(got.tenant)
+        fs._free.append(got.slot)
+        if refill:
+            t = _Ticket(got.tenant, "train", next(seq), 0.0)
+            fs._enqueue(t)
+            tickets.append(t)
+    return order
+
+
+def fair_sharing_finish(weights: dict[str, int], backlog: dict[str, int], tenant: str) -> float:
+    """When `tenant` finishes under weighted fair sharing (processor sharing), everything queued at the start."""
+    w = lambda k: max(1, weights.get(k, 1))  # noqa: E731
+    r = backlog[tenant] / w(tenant)
+    return sum(min(n, r * w(k)) for k, n in backlog.items())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from("abcde"), st.tuples(st.integers(1, 40), st.integers(1, 4)), min_size=1,
+                       max_size=5))
+def test_no_tenant_finishes_later_than_under_weighted_fair_sharing(jobs):
+    """The Fair Sojourn Protocol's promise, checked on generated backlogs and weights: each tenant's last batch is
+    handed no later than its weighted fair-sharing finish (one slot of rounding)."""
+    backlog = {k: n for k, (n, _) in jobs.items()}
+    weights = {k: w for k, (_, w) in jobs.items()}
+    order = simulate(weights, backlog, refill=False, slots=sum(backlog.values()))
+    assert sorted(order) == sorted(k for k, n in backlog.items() for _ in range(n))  # each batch handed once
+    for k in backlog:
+        last = len(order) - order[::-1].index(k)
+        assert last <= fair_sharing_finish(weights, backlog, k) + 1, (k, last, order)
+
+
+def test_tenants_that_keep_sending_get_slots_in_proportion_to_their_weights():
+    order = simulate({"a": 3, "b": 1}, {"a": 4, "b": 4}, refill=True, slots=400)
+    assert 290 <= order.count("a") <= 310 and 90 <= order.count("b") <= 110, (order.count("a"), order.count("b"))
+    assert "b" in order[-20:] and "a" in order[-20:]  # neither starves
+    even = simulate({}, {"a": 8, "b": 2}, refill=True, slots=200)
+    assert 95 <= even.count("a") <= 105  # equal weights: halves, whatever each keeps queued
 
 
 def test_eval_goes_before_train_within_a_tenant_and_each_priority_is_fifo():
@@ -79,7 +129,7 @@ def test_a_cancelled_waiter_leaves_and_an_idle_tenant_banks_nothing():
     wait_until(lambda: fs.waiting() == {"late": 1})
     gave_up.set()
     th.join(5)
-    assert out and fs.waiting() == {} and "late" not in fs._credit
+    assert out and fs.waiting() == {} and "late" not in fs._virtual  # its virtual work left with it
     fs.release(held)
     assert fs.acquire("y") == "slot"  # the slot was not lost to the cancelled waiter
 

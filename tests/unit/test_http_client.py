@@ -245,3 +245,15 @@ def test_a_refused_listing_falls_back_to_the_service_once(monkeypatch):
     client.via_service = False
     with pytest.raises(PermissionError):  # nothing to fall back to: said, not hidden
         client.router.source.names()
+
+
+def test_connect_picks_the_transport(monkeypatch):
+    from rewardpool_worker.client import AsyncRewardPoolClient, connect
+
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert isinstance(connect("p", "rl"), AsyncRewardPoolClient)
+    c = connect("p", "rl", transport="http", token="t", timeout=5)
+    assert isinstance(c, HttpRewardPoolClient) and c.url == "http://p-score.rl.svc:8000" and c.token == "t"
+    assert c.via_service and c.timeout == 5  # outside a pod: the Service's URL
+    with pytest.raises(ValueError, match="transport"):
+        connect("p", "rl", transport="grpc")

@@ -23,7 +23,7 @@ from an environment variable (the argument wins):
 | store_protocol | REWARDPOOL_STORE_PROTOCOL | tcp | the store client's protocol, for release=true |
 | hint | REWARDPOOL_HINT | true | announce a new rollout's outputs to the pool's autoscaler (`rewardpool_worker.client.demand.expect`) so it grows before the queue builds; needs `patch` on `rewardpools` |
 | expect | REWARDPOOL_EXPECT | rollout size | outputs a rollout brings (default `args.rollout_batch_size x args.n_samples_per_prompt`) |
-| url | REWARDPOOL_URL | (none) | score over HTTP through the pool's Service (`http://<pool>-score.<namespace>.svc:8000`): no Ray cluster of the pool's is needed; `pool=` still names the pool in the records |
+| url | REWARDPOOL_URL | (none) | score over HTTP (`http://<pool>-score.<namespace>.svc:8000`): no Ray cluster of the pool's is needed; in a pod whose service account may list EndpointSlices in `namespace=`, the workers themselves (least outstanding work, one version per call), else through this Service; `pool=` still names the pool in the records |
 | token_file | REWARDPOOL_TOKEN_FILE | (none) | the file holding the tenant's token (spec.access.tenants), for url= |
 
 A sample's `generated_output` is a stored-tensor ref (anything with `key`, `shape`, `dtype` and `size` or
