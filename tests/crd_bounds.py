@@ -576,12 +576,36 @@ CEL_CASES = {
          ["spec.autoscaling", "minReplicas must not exceed autoscaling.maxReplicas"]),
         (True, "min-equals-max", _spec(autoscaling={"minReplicas": 4, "maxReplicas": 4}), []),
     ],
-    "!has(self.name) || self.name != 'pickscore' || (has(self.modelPath) && self.modelPath != '')": [
-        (False, "pickscore-no-model", _spec(scorer={"name": "pickscore"}), ["spec.scorer.modelPath", "needs scorer.modelPath"]),
+    "!has(self.name) || self.name != 'pickscore' || (has(self.modelPath) && self.modelPath != '') || has(self.model)": [
+        (False, "pickscore-no-model", _spec(scorer={"name": "pickscore"}), ["spec.scorer.modelPath", "needs scorer.model"]),
         (False, "pickscore-empty-model", _spec(scorer={"name": "pickscore", "modelPath": ""}),
-         ["spec.scorer.modelPath", "needs scorer.modelPath"]),
+         ["spec.scorer.modelPath", "needs scorer.model"]),
         (True, "pickscore-with-model", _spec(scorer={"name": "pickscore", "modelPath": "/m"}), []),
+        (True, "pickscore-with-source", _spec(scorer={"name": "pickscore", "model": {"image": {"reference": "r/m:1"}}}), []),
         (True, "other-no-model", _spec(scorer={"name": "mean-intensity"}), []),
+    ],
+    ("spec.scorer", "!has(self.model) || !has(self.modelPath) || self.modelPath == ''"): [
+        (False, "model-and-path", _spec(scorer={"name": "pickscore", "modelPath": "/m", "model": {"pvc": {"claimName": "w"}}}),
+         ["spec.scorer.model", "not both"]),
+        (True, "model-empty-path", _spec(scorer={"name": "pickscore", "modelPath": "", "model": {"pvc": {"claimName": "w"}}}), []),
+        (True, "model-alone", _spec(scorer={"name": "pickscore", "model": {"pvc": {"claimName": "w", "subPath": "pick"}}}), []),
+    ],
+    ("spec.scorers[0]", "!has(self.model) || !has(self.modelPath) || self.modelPath == ''"): [
+        (False, "entry-model-and-path", _spec(scorer={"batchSize": 4}, scorers=[
+            {"name": "hps", "modelPath": "/m", "model": {"pvc": {"claimName": "w"}}}]), ["spec.scorers[0].model", "not both"]),
+        (True, "entry-model-alone", _spec(scorer={"batchSize": 4}, scorers=[
+            {"name": "hps", "model": {"image": {"reference": "r/hps:1", "pullPolicy": "IfNotPresent"}}}]), []),
+    ],
+    ("spec.scorer.model", "has(self.pvc) != has(self.image)"): [
+        (False, "source-both", _spec(scorer={"name": "pickscore", "model": {"pvc": {"claimName": "w"}, "image": {"reference": "r"}}}),
+         ["spec.scorer.model", "exactly one source"]),
+        (False, "source-none", _spec(scorer={"name": "pickscore", "model": {}}), ["spec.scorer.model", "exactly one source"]),
+        (True, "source-image", _spec(scorer={"name": "pickscore", "model": {"image": {"reference": "r/m:1"}}}), []),
+    ],
+    ("spec.scorers[0].model", "has(self.pvc) != has(self.image)"): [
+        (False, "entry-source-none", _spec(scorer={"batchSize": 4}, scorers=[{"name": "hps", "model": {}}]),
+         ["spec.scorers[0].model", "exactly one source"]),
+        (True, "entry-source-pvc", _spec(scorer={"batchSize": 4}, scorers=[{"name": "hps", "model": {"pvc": {"claimName": "w"}}}]), []),
     ],
     "!has(self.range) || isCIDR(self.range)": [
         (False, "range-no-prefix", _spec(network={"ipvlan": {"master": "bond0", "ipam": {"range": "10.1.0.0"}}}),
@@ -640,12 +664,12 @@ CEL_CASES = {
          ["spec.scorer.args", "and args.model"]),
         (True, "judge-complete", _spec(scorer={"name": "openai-judge", "args": _JUDGE_ARGS}), []),
     ],
-    "!has(self.name) || self.name != 'hps' || (has(self.modelPath) && self.modelPath != '')": [
-        (False, "hps-no-model", _spec(scorer={"name": "hps"}), ["spec.scorer.modelPath", "hps needs scorer.modelPath"]),
+    "!has(self.name) || self.name != 'hps' || (has(self.modelPath) && self.modelPath != '') || has(self.model)": [
+        (False, "hps-no-model", _spec(scorer={"name": "hps"}), ["spec.scorer.modelPath", "hps needs scorer.model"]),
         (True, "hps-with-model", _spec(scorer={"name": "hps", "modelPath": "/m/HPS_v2.1_compressed.pt"}), []),
     ],
-    "!has(self.name) || self.name != 'ocr' || (has(self.modelPath) && self.modelPath != '')": [
-        (False, "ocr-no-model", _spec(scorer={"name": "ocr"}), ["spec.scorer.modelPath", "ocr needs scorer.modelPath"]),
+    "!has(self.name) || self.name != 'ocr' || (has(self.modelPath) && self.modelPath != '') || has(self.model)": [
+        (False, "ocr-no-model", _spec(scorer={"name": "ocr"}), ["spec.scorer.modelPath", "ocr needs scorer.model"]),
         (True, "ocr-with-model", _spec(scorer={"name": "ocr", "modelPath": "/models/ocr"}), []),
     ],
     ("spec.scorer", _HPS_VERSION): [

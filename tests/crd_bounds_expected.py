@@ -76,6 +76,11 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
  'spec.replicas:minimum': 0,
  'spec.replicas:maximum': 1000,
  'spec.image:minLength': 1,
+ "spec.scorer:cel[!has(self.model) || !has(self.modelPath) || self.modelPath == '']": 'set scorer.model (the '
+                                                                                      'operator mounts it) '
+                                                                                      'or scorer.modelPath '
+                                                                                      '(a directory you '
+                                                                                      'mount), not both',
  "spec.scorer:cel[!has(self.name) || self.name != 'openai-judge' || (has(self.args) && has(self.args.base_url) && has(self.args.model))]": 'scorer.name '
                                                                                                                                            'openai-judge '
                                                                                                                                            'needs '
@@ -87,60 +92,87 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
                                                                                                                                            'http://judge:8000/v1) '
                                                                                                                                            'and '
                                                                                                                                            'args.model',
- "spec.scorer:cel[!has(self.name) || self.name != 'pickscore' || (has(self.modelPath) && self.modelPath != '')]": 'scorer.name '
-                                                                                                                  'pickscore '
-                                                                                                                  'needs '
-                                                                                                                  'scorer.modelPath: '
-                                                                                                                  'the '
-                                                                                                                  'directory '
-                                                                                                                  'of '
-                                                                                                                  'the '
-                                                                                                                  'CLIP '
-                                                                                                                  'model '
-                                                                                                                  'inside '
-                                                                                                                  'the '
-                                                                                                                  'worker '
-                                                                                                                  'pod '
-                                                                                                                  '(mount '
-                                                                                                                  'it '
-                                                                                                                  'through '
-                                                                                                                  'podTemplate '
-                                                                                                                  'volumes)',
- "spec.scorer:cel[!has(self.name) || self.name != 'hps' || (has(self.modelPath) && self.modelPath != '')]": 'scorer.name '
-                                                                                                            'hps '
-                                                                                                            'needs '
-                                                                                                            'scorer.modelPath: '
-                                                                                                            "HPS's "
-                                                                                                            'checkpoint '
-                                                                                                            'file, '
-                                                                                                            'or '
-                                                                                                            'the '
-                                                                                                            'directory '
-                                                                                                            'holding '
-                                                                                                            'it '
-                                                                                                            '(HPS_v2.1_compressed.pt), '
-                                                                                                            'inside '
-                                                                                                            'the '
-                                                                                                            'worker '
-                                                                                                            'pod',
- "spec.scorer:cel[!has(self.name) || self.name != 'ocr' || (has(self.modelPath) && self.modelPath != '')]": 'scorer.name '
-                                                                                                            'ocr '
-                                                                                                            'needs '
-                                                                                                            'scorer.modelPath: '
-                                                                                                            'a '
-                                                                                                            'directory '
-                                                                                                            'with '
-                                                                                                            "PaddleOCR's "
-                                                                                                            'det/, '
-                                                                                                            'rec/ '
-                                                                                                            'and '
-                                                                                                            'cls/ '
-                                                                                                            'inference '
-                                                                                                            'models '
-                                                                                                            'inside '
-                                                                                                            'the '
-                                                                                                            'worker '
-                                                                                                            'pod',
+ "spec.scorer:cel[!has(self.name) || self.name != 'pickscore' || (has(self.modelPath) && self.modelPath != '') || has(self.model)]": 'scorer.name '
+                                                                                                                                     'pickscore '
+                                                                                                                                     'needs '
+                                                                                                                                     'scorer.model '
+                                                                                                                                     '(a '
+                                                                                                                                     'pvc '
+                                                                                                                                     'or '
+                                                                                                                                     'image '
+                                                                                                                                     'the '
+                                                                                                                                     'operator '
+                                                                                                                                     'mounts) '
+                                                                                                                                     'or '
+                                                                                                                                     'scorer.modelPath: '
+                                                                                                                                     'the '
+                                                                                                                                     'directory '
+                                                                                                                                     'of '
+                                                                                                                                     'the '
+                                                                                                                                     'CLIP '
+                                                                                                                                     'model '
+                                                                                                                                     'inside '
+                                                                                                                                     'the '
+                                                                                                                                     'worker '
+                                                                                                                                     'pod '
+                                                                                                                                     '(mount '
+                                                                                                                                     'it '
+                                                                                                                                     'through '
+                                                                                                                                     'podTemplate '
+                                                                                                                                     'volumes)',
+ "spec.scorer:cel[!has(self.name) || self.name != 'hps' || (has(self.modelPath) && self.modelPath != '') || has(self.model)]": 'scorer.name '
+                                                                                                                               'hps '
+                                                                                                                               'needs '
+                                                                                                                               'scorer.model '
+                                                                                                                               '(a '
+                                                                                                                               'pvc '
+                                                                                                                               'or '
+                                                                                                                               'image '
+                                                                                                                               'the '
+                                                                                                                               'operator '
+                                                                                                                               'mounts) '
+                                                                                                                               'or '
+                                                                                                                               'scorer.modelPath: '
+                                                                                                                               "HPS's "
+                                                                                                                               'checkpoint '
+                                                                                                                               'file, '
+                                                                                                                               'or '
+                                                                                                                               'the '
+                                                                                                                               'directory '
+                                                                                                                               'holding '
+                                                                                                                               'it '
+                                                                                                                               '(HPS_v2.1_compressed.pt), '
+                                                                                                                               'inside '
+                                                                                                                               'the '
+                                                                                                                               'worker '
+                                                                                                                               'pod',
+ "spec.scorer:cel[!has(self.name) || self.name != 'ocr' || (has(self.modelPath) && self.modelPath != '') || has(self.model)]": 'scorer.name '
+                                                                                                                               'ocr '
+                                                                                                                               'needs '
+                                                                                                                               'scorer.model '
+                                                                                                                               '(a '
+                                                                                                                               'pvc '
+                                                                                                                               'or '
+                                                                                                                               'image '
+                                                                                                                               'the '
+                                                                                                                               'operator '
+                                                                                                                               'mounts) '
+                                                                                                                               'or '
+                                                                                                                               'scorer.modelPath: '
+                                                                                                                               'a '
+                                                                                                                               'directory '
+                                                                                                                               'with '
+                                                                                                                               "PaddleOCR's "
+                                                                                                                               'det/, '
+                                                                                                                               'rec/ '
+                                                                                                                               'and '
+                                                                                                                               'cls/ '
+                                                                                                                               'inference '
+                                                                                                                               'models '
+                                                                                                                               'inside '
+                                                                                                                               'the '
+                                                                                                                               'worker '
+                                                                                                                               'pod',
  "spec.scorer:cel[!has(self.name) || self.name != 'hps' || !has(self.args) || !has(self.args.version) || self.args.version in ['v2.1', 'v2.0']]": 'scorer.name '
                                                                                                                                                   'hps: '
                                                                                                                                                   'args.version '
@@ -209,6 +241,16 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
  'spec.scorer.apiKeySecret.key:maxLength': 253,
  'spec.scorer.numFrames:minimum': 1,
  'spec.scorer.numFrames:maximum': 4096,
+ 'spec.scorer.model:cel[has(self.pvc) != has(self.image)]': 'scorer.model names exactly one source: pvc or '
+                                                            'image',
+ 'spec.scorer.model.pvc:required=claimName': True,
+ 'spec.scorer.model.pvc.claimName:minLength': 1,
+ 'spec.scorer.model.pvc.claimName:maxLength': 253,
+ 'spec.scorer.model.pvc.subPath:maxLength': 1024,
+ 'spec.scorer.model.image:required=reference': True,
+ 'spec.scorer.model.image.reference:minLength': 1,
+ 'spec.scorer.model.image.reference:maxLength': 1024,
+ 'spec.scorer.model.image.pullPolicy:enum': ['Always', 'IfNotPresent', 'Never'],
  'spec.scorer.modelMemory:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
  'spec.scorer.batchSize:minimum': 1,
  'spec.scorer.batchSize:maximum': 4096,
@@ -220,6 +262,13 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
  'spec.scorer.dtype:enum': ['float32', 'float16', 'bfloat16'],
  'spec.scorers:minItems': 1,
  'spec.scorers:maxItems': 16,
+ "spec.scorers[0]:cel[!has(self.model) || !has(self.modelPath) || self.modelPath == '']": 'set model (the '
+                                                                                          'operator mounts '
+                                                                                          'it) or modelPath '
+                                                                                          '(a directory you '
+                                                                                          'mount) in a '
+                                                                                          'scorers entry, '
+                                                                                          'not both',
  'spec.scorers[0]:cel[has(self.name) != has(self.class)]': 'set exactly one of name (a built-in scorer) or '
                                                            'class (package.module:Class) in each scorers '
                                                            'entry',
@@ -289,6 +338,16 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
  'spec.scorers[0].apiKeySecret.key:maxLength': 253,
  'spec.scorers[0].numFrames:minimum': 1,
  'spec.scorers[0].numFrames:maximum': 4096,
+ 'spec.scorers[0].model:cel[has(self.pvc) != has(self.image)]': 'scorer.model names exactly one source: pvc '
+                                                                'or image',
+ 'spec.scorers[0].model.pvc:required=claimName': True,
+ 'spec.scorers[0].model.pvc.claimName:minLength': 1,
+ 'spec.scorers[0].model.pvc.claimName:maxLength': 253,
+ 'spec.scorers[0].model.pvc.subPath:maxLength': 1024,
+ 'spec.scorers[0].model.image:required=reference': True,
+ 'spec.scorers[0].model.image.reference:minLength': 1,
+ 'spec.scorers[0].model.image.reference:maxLength': 1024,
+ 'spec.scorers[0].model.image.pullPolicy:enum': ['Always', 'IfNotPresent', 'Never'],
  'spec.scorers[0].modelMemory:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
  'spec.scorers[0].key:pattern': '^[a-z][a-z0-9_-]*$',
  'spec.scorers[0].key:maxLength': 63,

@@ -20,8 +20,7 @@ import time
 from pathlib import Path
 
 from .environment import DEMO_DIR, Environment, step
-from .incluster import (MODELS_DIR, http_job_objects, job_result, real_node_pool, rollout_job_objects,
-                        startup_breakdown)
+from .incluster import http_job_objects, job_result, real_node_pool, rollout_job_objects, startup_breakdown
 from .realnode_config import NODE_NAME
 
 NS = "demo"
@@ -48,7 +47,7 @@ def run(env: Environment, t0: float) -> int:
     env.apply([env.node.macvlan_attachment(NS), *model_volume(models["pickscore"]),
                {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"{TENANT}-token", "namespace": NS},
                 "stringData": {"token": token}}])
-    if not _pool_ready(env, {k: f"{MODELS_DIR}/{m.name}" for k, m in models.items()}):
+    if not _pool_ready(env, {k: m.name for k, m in models.items()}):
         return 1
     step(f"a rollout job puts {SAMPLES} generated images (SD3.5 outputs, (3, 1, {HEIGHT}, {WIDTH}) uint8, prompts "
          "like '" + PROMPT.format(i=0) + "') into the store, scores them through the pool client (Ray), releases "
@@ -105,29 +104,32 @@ def model_volume(model: Path) -> list[dict]:
     ]
 
 
-def pool_scorers(paths: dict[str, str]) -> tuple[dict, list[dict]]:
+def pool_scorers(dirs: dict[str, str]) -> tuple[dict, list[dict]]:
     """The pool's scorer (what the components share) and its components: miles' SD3.5 mixture, ocr optional (a
-    prompt without quoted text scores the others)."""
+    prompt without quoted text scores the others). Each component's weights are a directory (`dirs`) of the model
+    claim, which the operator mounts for it (scorer.model.pvc with its subPath) at /models/<component>."""
     from .random_hps import TINY
 
+    def model(name: str) -> dict:
+        return {"pvc": {"claimName": MODEL_CLAIM, "subPath": dirs[name]}}
     shared = {"batchSize": 4}
     return shared, [
-        {"name": "pickscore", "modelPath": paths["pickscore"], "weight": 1.0, "modelMemory": "512Mi",
+        {"name": "pickscore", "model": model("pickscore"), "weight": 1.0, "modelMemory": "512Mi",
          "framesPerForward": 12},
-        {"name": "hps", "modelPath": paths["hps"], "args": {"architecture": TINY}, "weight": 1.0,
+        {"name": "hps", "model": model("hps"), "args": {"architecture": TINY}, "weight": 1.0,
          "modelMemory": "256Mi"},
-        {"name": "ocr", "modelPath": paths["ocr"], "weight": 1.0, "required": False, "modelMemory": "512Mi"}]
+        {"name": "ocr", "model": model("ocr"), "weight": 1.0, "required": False, "modelMemory": "512Mi"}]
 
 
 def _pool_ready(env: Environment, paths: dict[str, str]) -> bool:
     step("applying a 2-worker RewardPool scoring pickscore + hps + ocr on the real node (macvlan secondary "
-         "network, tcp store, the models from the volume)")
+         "network, tcp store, each model from the claim, mounted by the operator: scorer.model.pvc)")
     k = env.kubectl
     t_apply = time.monotonic()
     scorer, scorers = pool_scorers(paths)
     env.apply([real_node_pool(POOL, NS, env.node.images.worker, replicas=2, attachment=ATTACHMENT, scorer=scorer,
                               scorers=scorers, samples=SAMPLES, output_bytes=str(OUTPUT_BYTES),
-                              frames_per_sample=FRAMES, model_claim=MODEL_CLAIM,
+                              frames_per_sample=FRAMES,
                               tenants=[{"name": TENANT, "tokenSecret": {"name": f"{TENANT}-token"}}])])
     deadline = time.monotonic() + 300
     while k("wait", "--for=condition=Ready", "-n", NS, f"rewardpool/{POOL}", "--timeout=10s",

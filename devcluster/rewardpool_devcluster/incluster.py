@@ -77,19 +77,19 @@ def ray_head_objects(name: str, worker_image: str, ns: str = INFRA_NS, redis: st
     return [head, _service(name, ns, rports)]
 
 
-MODELS_DIR = "/models"  # where a pool's model volume is mounted in the worker container
 
 
 def real_node_pool(name: str, namespace: str, image: str, *, replicas: int = 2, attachment: str | None = None,
                    infra_ns: str = INFRA_NS, samples: int = 8, output_bytes: str = "4M",
                    drain_timeout: int = 120, cpu: str = "500m", scorer: dict | None = None,
                    scorers: list[dict] | None = None,
-                   frames_per_sample: int | None = None, model_claim: str | None = None,
+                   frames_per_sample: int | None = None,
                    ray_head: str = "ray-head", gcs_reconnect: int | None = None,
                    tenants: list[dict] | None = None) -> dict:
     """A RewardPool whose workers run on the real node: selected by its label, tolerating its taint, tcp store
     (the node is labelled RDMA-capable for placement but has no RDMA device); the mean-intensity scorer unless
-    `scorer` says otherwise (or `scorers`: a mixture, `scorer` then holding what they share). `model_claim`: a PersistentVolumeClaim mounted read-only at MODELS_DIR.
+    `scorer` says otherwise (or `scorers`: a mixture, `scorer` then holding what they share; a model from a claim
+    or an image through scorer.model).
     `gcs_reconnect`: the Ray head's GCS is fault tolerant (spec.ray.gcsFaultTolerance with this timeout)."""
     spec = {
         "replicas": replicas, "image": image,
@@ -119,10 +119,6 @@ def real_node_pool(name: str, namespace: str, image: str, *, replicas: int = 2, 
         spec["network"] = {"attachment": attachment}
     if frames_per_sample:
         spec["sizing"]["framesPerSample"] = frames_per_sample
-    if model_claim:
-        pod = spec["podTemplate"]["spec"]
-        pod["volumes"] = [{"name": "models", "persistentVolumeClaim": {"claimName": model_claim, "readOnly": True}}]
-        pod["containers"][0]["volumeMounts"] = [{"name": "models", "mountPath": MODELS_DIR, "readOnly": True}]
     return {"apiVersion": "rewardpool.io/v1alpha1", "kind": "RewardPool",
             "metadata": {"name": name, "namespace": namespace}, "spec": spec}
 

@@ -8,7 +8,7 @@ import hashlib
 import json
 
 from rewardpool_worker.contract import (ANNOTATIONS_FILE, CONTROL_SECRET_KEY, CONTROL_TOKEN_DIR, ENV_VAR,
-                                        HEALTH_PATH, HTTP_PORT, READY_PATH, ROCE_INTERFACE, SCORE_PORT_NAME,
+                                        HEALTH_PATH, HTTP_PORT, MODELS_ROOT, READY_PATH, ROCE_INTERFACE, SCORE_PORT_NAME,
                                         SCORER_VERSION_LABEL, TENANTS_DIR, RayConfig, ScorerConfig, StoreConfig, TenantConfig,
                                         WorkerConfig, api_key_env, control_secret_name, score_service_name as service_for,
                                         termination_grace_seconds)
@@ -133,16 +133,49 @@ def control_token(secret: dict) -> str | None:
 
 
 # ---- worker ----------------------------------------------------------------------------------------------------
+MODEL_VOLUME_PREFIX = "rewardpool-model-"  # the volumes of scorers' model sources: rewardpool-model-<n>
+
+
+def model_source(component, shared):
+    """(the component's model source or None, its plain modelPath or None): its own when it sets either, else what
+    the shared scorer sets (a mixture's components inherit the weights' location together, never half of it)."""
+    if component.model is not None or component.modelPath:
+        return component.model, component.modelPath
+    return shared.model, shared.modelPath
+
+
+def model_mount_path(component) -> str:
+    return f"{MODELS_ROOT}/{component.component}"
+
+
+def model_mounts(pool: Pool) -> tuple[list[dict], list[dict]]:
+    """(volumes, volumeMounts) of the scorers whose weights come from a source: one volume per claim or image
+    (components sharing one mount it once each, at their own subPath), each mounted read-only at
+    MODELS_ROOT/<component>."""
+    volumes: dict[str, dict] = {}  # the volume's source, as JSON -> the volume
+    mounts = []
+    for c in pool.spec.components:
+        source, _ = model_source(c, pool.spec.scorer)
+        if source is None:
+            continue
+        key = json.dumps(source.volume(""), sort_keys=True)
+        volume = volumes.setdefault(key, source.volume(f"{MODEL_VOLUME_PREFIX}{len(volumes)}"))
+        mounts.append({"name": volume["name"], "mountPath": model_mount_path(c), "readOnly": True,
+                       **({"subPath": source.sub_path} if source.sub_path else {})})
+    return list(volumes.values()), mounts
+
+
 def scorer_config(component, shared, index: int = 0) -> ScorerConfig:
     """One scorer as the worker builds it: a component's unset fields come from `spec.scorer`. `index`: its place
     in the mixture (0 for the single scorer), which names the variable holding its API key."""
     pick = lambda own, common: common if own is None else own  # noqa: E731
+    source, model_path = model_source(component, shared)
     return ScorerConfig(name=component.name, cls=component.cls, weight=getattr(component, "weight", 1.0),
                         args=dict(component.args),
                         api_key_env=api_key_env(index) if component.apiKeySecret else None,
                         key=getattr(component, "key", None), required=getattr(component, "required", True),
                         num_frames=pick(component.numFrames, shared.numFrames),
-                        model_path=pick(component.modelPath, shared.modelPath),
+                        model_path=model_mount_path(component) if source is not None else model_path,
                         processor_path=pick(component.processorPath, shared.processorPath),
                         frames_per_forward=pick(component.framesPerForward, shared.framesPerForward),
                         batch_size=shared.batchSize, device=shared.device, gpus=shared.gpus, dtype=shared.dtype)
@@ -154,14 +187,16 @@ def scorer_digest(pool: Pool) -> str:
     weight) and the dtype. Not batchSize, framesPerForward, device or GPUs: they change speed and float
     rounding, not what is scored."""
     sc = pool.spec.scorer
-    parts = [scorer_config(c, sc) for c in pool.spec.components]
+    parts = [(scorer_config(c, sc), model_source(c, sc)[0]) for c in pool.spec.components]
     seen = {"image": pool.spec.image, "dtype": sc.dtype, "mixture": bool(pool.spec.scorers),
             "scorers": [{"ref": p.ref, "args": p.args, "numFrames": p.num_frames, "model": p.model_path,
                          "processor": p.processor_path or p.model_path, "weight": p.weight,
-                         # what a result looks like (its keys, an optional component's NaN): only when set, so
-                         # pools that set neither keep their version
-                         **({"key": p.key} if p.key else {}), **({} if p.required else {"required": False})}
-                        for p in parts]}
+                         # what a result looks like (its keys, an optional component's NaN) and where the weights
+                         # come from (another image is another model): only when set, so pools that set none of
+                         # them keep their version
+                         **({"key": p.key} if p.key else {}), **({} if p.required else {"required": False}),
+                         **({"source": source.identity} if source is not None else {})}
+                        for p, source in parts]}
     return hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).hexdigest()[:10]
 
 
@@ -302,6 +337,9 @@ def pod_template(pool: Pool, sizing: SizingResult) -> dict:
         pod["spec"]["volumes"].append({"name": "tenants", "projected": {"defaultMode": 0o440, "sources": [
             {"secret": {"name": t.tokenSecret.name, "items": [{"key": t.tokenSecret.key, "path": t.name}]}}
             for t in spec.access.tenants]}})
+    volumes, mounts = model_mounts(pool)  # the scorers' model sources, read-only
+    pod["spec"]["volumes"] += volumes
+    container["volumeMounts"] += mounts
     pod["spec"] = _merge(pod["spec"], spec.podTemplate.spec)
     _keep_ipc_lock(pod["spec"])
     pod["metadata"]["labels"][HASH_LABEL] = worker_identity(pool, sizing)

@@ -25,6 +25,48 @@ class SecretKey(_M):
     key: str = "api-key"
 
 
+class PvcModel(_M):
+    """A PersistentVolumeClaim in the pool's namespace holding the weights (mounted read-only)."""
+    claimName: str = Field(min_length=1)
+    subPath: str = ""
+
+
+class ImageModel(_M):
+    """The weights packaged as an OCI image (files in it), mounted read-only as an `image` volume: no download step."""
+    reference: str = Field(min_length=1)
+    pullPolicy: Literal["Always", "IfNotPresent", "Never"] | None = None
+
+
+class ModelSource(_M):
+    """Where a scorer's weights come from; the operator mounts it at MODELS_ROOT/<component> and points the scorer
+    there (`modelPath` is the plain-path form: a directory the user mounts)."""
+    pvc: PvcModel | None = None
+    image: ImageModel | None = None
+
+    @model_validator(mode="after")
+    def _one(self):
+        if (self.pvc is None) == (self.image is None):
+            raise ValueError("scorer.model names exactly one source: pvc or image")
+        return self
+
+    def volume(self, name: str) -> dict:
+        if self.pvc is not None:
+            return {"name": name, "persistentVolumeClaim": {"claimName": self.pvc.claimName, "readOnly": True}}
+        image = {"reference": self.image.reference, **({"pullPolicy": self.image.pullPolicy}
+                                                        if self.image.pullPolicy else {})}
+        return {"name": name, "image": image}
+
+    @property
+    def sub_path(self) -> str:
+        return self.pvc.subPath.strip("/") if self.pvc is not None else ""
+
+    @property
+    def identity(self) -> dict:
+        """What decides the weights a scorer loads (its version): the claim and path, or the image reference."""
+        return {"pvc": self.pvc.claimName, "subPath": self.sub_path} if self.pvc is not None \
+            else {"image": self.image.reference}
+
+
 class _ScorerFields(_M):
     """What names and loads one scorer: shared by `spec.scorer` and the entries of `spec.scorers`."""
     name: str | None = None
@@ -32,10 +74,18 @@ class _ScorerFields(_M):
     args: dict[str, Any] = Field(default_factory=dict)
     numFrames: int | None = Field(default=None, ge=1)
     modelPath: str | None = None
+    model: ModelSource | None = None
     processorPath: str | None = None
     modelMemory: Quantity | None = None
     # its own, never inherited by a mixture's components (each names its endpoint's key)
     apiKeySecret: SecretKey | None = None
+
+    @model_validator(mode="after")
+    def _path_or_source(self):
+        if self.model is not None and self.modelPath:
+            raise ValueError("set scorer.model (the operator mounts it) or scorer.modelPath (a directory you mount), "
+                             "not both")
+        return self
 
     @model_validator(mode="after")
     def _no_secret_in_args(self):

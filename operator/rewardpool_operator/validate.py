@@ -7,7 +7,7 @@ from rewardpool_worker.contract import BUILTIN_SCORERS
 
 from . import podsecurity
 from . import reasons as R
-from .builders import CONTRACT_ENV, IPC_LOCK, OWNED_VOLUMES, OWNED_WORKER_FIELDS
+from .builders import CONTRACT_ENV, IPC_LOCK, MODEL_VOLUME_PREFIX, OWNED_VOLUMES, OWNED_WORKER_FIELDS
 from .placement import nodes_that_fit
 from .findings import Problem
 from .sizing import SizingResult
@@ -54,9 +54,9 @@ def owned_fields(spec: PoolSpec) -> list[Problem]:
         problems += _named_items(tpl, key)
     for i, v in enumerate(tpl.get("volumes") or []):
         v = v if isinstance(v, dict) else {}
-        if v.get("name") in OWNED_VOLUMES:
+        if v.get("name") in OWNED_VOLUMES or str(v.get("name") or "").startswith(MODEL_VOLUME_PREFIX):
             bad(f"volumes[{i}] ({v['name']})", "the operator owns the worker's volumes "
-                f"{', '.join(OWNED_VOLUMES)}; name yours differently")
+                f"{', '.join(OWNED_VOLUMES)} and {MODEL_VOLUME_PREFIX}*; name yours differently")
         sources = ((v.get("projected") or {}).get("sources") or []) if isinstance(v.get("projected"), dict) else []
         if any(isinstance(x, dict) and "serviceAccountToken" in x for x in sources):
             bad(f"volumes[{i}] ({v.get('name')}).projected.sources[].serviceAccountToken", "workers get no API token")
@@ -77,7 +77,8 @@ def owned_fields(spec: PoolSpec) -> list[Problem]:
                     "the operator's")
         for m in c.get("volumeMounts") or []:
             m = m if isinstance(m, dict) else {}
-            if m.get("name") in OWNED_VOLUMES or m.get("mountPath") in OWNED_VOLUMES.values():
+            if (m.get("name") in OWNED_VOLUMES or m.get("mountPath") in OWNED_VOLUMES.values()
+                    or str(m.get("name") or "").startswith(MODEL_VOLUME_PREFIX)):
                 bad(f"{at}.volumeMounts {m.get('name')} at {m.get('mountPath')}", "the operator mounts "
                     + ", ".join(f"{k} at {v}" for k, v in OWNED_VOLUMES.items()))
         caps = ((c.get("securityContext") or {}).get("capabilities") or {}) if isinstance(

@@ -359,3 +359,83 @@ def test_duplicate_tenant_names_are_refused():
     with pytest.raises(ValueError, match="unique"):
         pool(access={"tenants": [{"name": "a", "tokenSecret": {"name": "x"}},
                                  {"name": "a", "tokenSecret": {"name": "y"}}]})
+
+
+def _worker_config(p: Pool) -> WorkerConfig:
+    s = sizing.compute(p.spec)
+    return builders.worker_config(p, s)
+
+
+def test_a_model_source_is_mounted_read_only_where_the_scorer_reads():
+    """scorer.model: a PVC (with its subPath) or an OCI image as an image volume, read-only at /models/<component>,
+    and the scorer's model path is that directory; a mixture component inherits the shared source unless it names
+    its own (or a plain modelPath); no init container, nothing else changes."""
+    p = pool(scorer={"name": "pickscore", "model": {"image": {"reference": "reg/pickscore:v1",
+                                                               "pullPolicy": "IfNotPresent"}}})
+    _, pod = render(p)
+    worker = pod["spec"]["containers"][0]
+    assert {"name": "rewardpool-model-0", "image": {"reference": "reg/pickscore:v1", "pullPolicy": "IfNotPresent"}} \
+        in pod["spec"]["volumes"]
+    assert {"name": "rewardpool-model-0", "mountPath": "/models/pickscore", "readOnly": True} in worker["volumeMounts"]
+    assert _worker_config(p).scorer.model_path == "/models/pickscore" and "initContainers" not in pod["spec"]
+
+    mix = pool(scorer={"batchSize": 4, "model": {"pvc": {"claimName": "weights", "subPath": "/clip/"}}},
+               scorers=[{"name": "pickscore"}, {"name": "hps", "model": {"image": {"reference": "reg/hps:2"}}},
+                        {"name": "ocr", "modelPath": "/mine/ocr"}])
+    _, pod = render(mix)
+    vols = {v["name"]: v for v in pod["spec"]["volumes"] if v["name"].startswith("rewardpool-model-")}
+    mounts = {m["name"]: m for m in pod["spec"]["containers"][0]["volumeMounts"]
+              if m["name"].startswith("rewardpool-model-")}
+    assert vols == {"rewardpool-model-0": {"name": "rewardpool-model-0", "persistentVolumeClaim": {
+                        "claimName": "weights", "readOnly": True}},
+                    "rewardpool-model-1": {"name": "rewardpool-model-1", "image": {"reference": "reg/hps:2"}}}
+    assert mounts == {"rewardpool-model-0": {"name": "rewardpool-model-0", "mountPath": "/models/pickscore",
+                                             "readOnly": True, "subPath": "clip"},
+                      "rewardpool-model-1": {"name": "rewardpool-model-1", "mountPath": "/models/hps",
+                                             "readOnly": True}}
+    paths = {c.name: c.model_path for c in _worker_config(mix).scorers}
+    assert paths == {"pickscore": "/models/pickscore", "hps": "/models/hps", "ocr": "/mine/ocr"}
+
+    shared = pool(scorer={"batchSize": 4}, scorers=[
+        {"name": "pickscore", "model": {"pvc": {"claimName": "weights", "subPath": "clip"}}},
+        {"name": "hps", "model": {"pvc": {"claimName": "weights", "subPath": "hps"}}}])
+    _, pod = render(shared)
+    assert [v["name"] for v in pod["spec"]["volumes"] if v["name"].startswith("rewardpool-model-")] == \
+        ["rewardpool-model-0"]  # one claim, one volume
+    assert [(m["mountPath"], m.get("subPath")) for m in pod["spec"]["containers"][0]["volumeMounts"]
+            if m["name"] == "rewardpool-model-0"] == [("/models/pickscore", "clip"), ("/models/hps", "hps")]
+
+
+def test_the_scorer_version_follows_the_model_source():
+    """Another image or claim is another model: the scorer version (and so a roll, with shadow scoring when asked)
+    changes with the source's reference, not only with modelPath; pools without a source keep their version."""
+    v = lambda **sc: builders.scorer_digest(pool(scorer={"name": "pickscore", **sc}))  # noqa: E731
+    a = v(model={"image": {"reference": "reg/pickscore:v1"}})
+    assert a == v(model={"image": {"reference": "reg/pickscore:v1", "pullPolicy": "Always"}})  # how, not what
+    assert a != v(model={"image": {"reference": "reg/pickscore:v2"}})
+    assert v(model={"pvc": {"claimName": "w"}}) != v(model={"pvc": {"claimName": "w", "subPath": "v2"}})
+    assert v(model={"pvc": {"claimName": "w"}}) != v(model={"pvc": {"claimName": "w2"}})
+    assert v(modelPath="/models/pickscore") != v(model={"pvc": {"claimName": "w"}})  # same path, not the same thing
+
+
+def test_a_model_source_and_a_path_are_refused_together_and_template_cannot_take_its_volume():
+    with pytest.raises(ValueError, match="not both"):
+        pool(scorer={"name": "pickscore", "modelPath": "/m", "model": {"pvc": {"claimName": "w"}}})
+    with pytest.raises(ValueError, match="exactly one source"):
+        pool(scorer={"name": "pickscore", "model": {"pvc": {"claimName": "w"}, "image": {"reference": "r"}}})
+    reasons = lambda p: [x.reason for x in validate.check(p.spec, render(p)[1])]  # noqa: E731
+    src = {"name": "pickscore", "model": {"pvc": {"claimName": "w"}}}
+    assert reasons(pool(scorer=src)) == []
+    assert reasons(pool(scorer=src, podTemplate={"spec": {"volumes": [
+        {"name": "rewardpool-model-0", "emptyDir": {}}]}})) == ["OwnedPodField"]
+    assert reasons(pool(scorer=src, podTemplate={"spec": {"containers": [{"name": "worker", "volumeMounts": [
+        {"name": "rewardpool-model-0", "mountPath": "/elsewhere"}]}]}})) == ["OwnedPodField"]
+
+
+def test_model_sources_stay_within_restricted_pod_security():
+    from rewardpool_operator import podsecurity
+
+    for source in ({"pvc": {"claimName": "w"}}, {"image": {"reference": "reg/m:1"}}):
+        p = pool(podSecurity="restricted", scorer={"name": "pickscore", "model": source})
+        _, pod = render(p)
+        assert podsecurity.violations(pod, "restricted", {"worker": frozenset({"IPC_LOCK"})}) == [], source

@@ -1,4 +1,4 @@
-"""The demo's pieces that are pure: its pool passes the operator's own checks with the model volume mounted,
+"""The demo's pieces that are pure: its pool passes the operator's own checks with its models' claim mounted,
 the model volume binds its one claim on the real node, and the per-output figures come from what workers
 export."""
 from __future__ import annotations
@@ -15,17 +15,19 @@ from rewardpool_worker.runtime.metrics import WorkerMetrics
 
 
 def test_the_demo_pool_with_its_model_volume_passes_the_operators_checks():
-    scorer, scorers = demo.pool_scorers({"pickscore": "/models/clip-small", "hps": "/models/hps-tiny",
-                                         "ocr": "/models/ppocr"})
+    scorer, scorers = demo.pool_scorers({"pickscore": "clip-small", "hps": "hps-tiny", "ocr": "ppocr"})
     obj = real_node_pool(demo.POOL, demo.NS, "localhost/w:1", scorer=scorer, scorers=scorers, samples=demo.SAMPLES,
-                         output_bytes=str(demo.OUTPUT_BYTES), frames_per_sample=demo.FRAMES,
-                         model_claim=demo.MODEL_CLAIM)
+                         output_bytes=str(demo.OUTPUT_BYTES), frames_per_sample=demo.FRAMES)
     pool = Pool.from_object({**obj, "metadata": {**obj["metadata"], "uid": "u"}})
     size = sizing.compute(pool.spec)
     pod = builders.pod_template(pool, size)
     assert [p.reason for p in validate.check(pool.spec, pod) if p.blocking] == []
     worker = next(c for c in pod["spec"]["containers"] if c["name"] == "worker")
-    assert {"name": "models", "mountPath": "/models", "readOnly": True} in worker["volumeMounts"]
+    # the one claim, mounted by the operator once per component at its directory (scorer.model.pvc)
+    assert {"name": "rewardpool-model-0", "persistentVolumeClaim": {"claimName": demo.MODEL_CLAIM, "readOnly": True}} \
+        in pod["spec"]["volumes"]
+    assert [(m["mountPath"], m["subPath"]) for m in worker["volumeMounts"] if m["name"] == "rewardpool-model-0"] == \
+        [("/models/pickscore", "clip-small"), ("/models/hps", "hps-tiny"), ("/models/ocr", "ppocr")]
     # miles' SD3.5 mixture under miles' reward names, ocr optional (a prompt without quoted text scores the rest)
     assert [c.get("name") for c in pool.spec.model_dump(by_alias=True)["scorers"]] == list(demo.COMPONENTS)
     assert [c.get("required", True) for c in scorers] == [True, True, False]

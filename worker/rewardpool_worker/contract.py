@@ -21,6 +21,9 @@ ENV_VAR = "REWARDPOOL_WORKER_CONFIG"
 # Where the pod's Downward API volume puts its annotations (Multus network-status lives there).
 ANNOTATIONS_FILE = "/etc/podinfo/annotations"
 HTTP_PORT = 8000
+# Where the operator mounts a scorer's model source (scorer.model: a PVC or an OCI image), read-only:
+# MODELS_ROOT/<component> (the component's key or name), the scorer's model path.
+MODELS_ROOT = "/models"
 # The pool's scoring Service (`<pool>-score`, its Ready workers) and the name of its port: an HTTP client finds the
 # workers from the Service's EndpointSlices by these.
 SCORE_PORT_NAME = "http"
