@@ -14,10 +14,12 @@ START_REASONS = {"CrashLoopBackOff", "CreateContainerConfigError", "CreateContai
 
 
 def unready_problems(pods: list[dict], health: dict[str, dict | None]) -> list[Problem]:
-    """Started workers kept out of Ready by something outside them, as their /healthz says: their actor cannot
-    be found in Ray (a Ray head restarted, a GCS that does not answer) or the store master does not answer.
-    The pool then says why it is not Ready (Degraded, a warning event) instead of only counting."""
-    kinds = {"ray": (R.WORKERS_NOT_FOUND_IN_RAY, "cannot be found in Ray"),
+    """Live workers kept out of Ready by something outside them, as their /healthz says: their scorers' model is
+    missing or does not load (a volume not mounted, an empty claim, a wrong image), their actor cannot be found in
+    Ray (a Ray head restarted, a GCS that does not answer) or the store master does not answer. The pool then
+    says why it is not Ready (Degraded, a warning event) instead of only counting."""
+    kinds = {"model": (R.MODEL_UNAVAILABLE, "cannot load their model"),
+             "ray": (R.WORKERS_NOT_FOUND_IN_RAY, "cannot be found in Ray"),
              "store": (R.WORKERS_CANNOT_REACH_STORE, "cannot reach the store master")}
     found: dict[str, list[str]] = {}
     for pod in pods:

@@ -121,6 +121,7 @@ DRAIN_STUCK = "DrainStuck"
 MODEL_FILES_DIFFER = "ModelFilesDiffer"  # Degraded: workers of one template report different scorer versions
 WORKERS_NOT_FOUND_IN_RAY = "WorkersNotFoundInRay"  # Degraded: a Ray head restarted, or its GCS does not answer
 WORKERS_CANNOT_REACH_STORE = "WorkersCannotReachStore"  # Degraded: the store master does not answer the workers
+MODEL_UNAVAILABLE = "ModelUnavailable"  # Degraded: workers cannot load their scorers' model (missing, empty, bad)
 TENANT_TOKEN_MISSING = "TenantTokenMissing"  # blocking: a spec.access tenant's token Secret or key does not exist
 DATA_PATH_BROKEN = "DataPathBroken"  # Degraded: a worker's reads fail while its peers' succeed (datapath.py)
 

@@ -71,8 +71,8 @@ INVALID = [
     (rdma_without_device(), ["spec.store.protocol", "rdma needs an RDMA device"]),
     (with_spec("autoscaling", {"targetQueueDepth": 0}), ["spec.autoscaling.targetQueueDepth", "greater than or equal to 1"]),
     # fields a worker cannot start without, and values it could never use
-    (with_spec("scorer", {"name": "pickscore"}), ["spec.scorer.modelPath", "pickscore needs scorer.modelPath"]),
-    (with_spec("scorer", {"name": "pickscore", "modelPath": ""}), ["spec.scorer.modelPath", "needs scorer.modelPath"]),
+    (with_spec("scorer", {"name": "pickscore"}), ["spec.scorer.modelPath", "pickscore needs scorer.model (a pvc or image"]),
+    (with_spec("scorer", {"name": "pickscore", "modelPath": ""}), ["spec.scorer.modelPath", "or scorer.modelPath"]),
     (with_spec("network", {"ipvlan": {"master": "bond0", "ipam": {"type": "whereabouts", "range": "192.168.1.0"}}}),
      ["spec.network.ipvlan.ipam.range", "must be a CIDR"]),
     (with_spec("network", {"ipvlan": {"master": "bond0", "ipam": {"type": "host-local", "subnet": "10.0.0.0/33"}}}),

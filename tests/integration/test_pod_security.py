@@ -283,12 +283,19 @@ def test_the_operator_refuses_exactly_what_pod_security_rejects(api, enforcing):
         assert tally[f"{level}: accepted by both"] >= EXAMPLES // 10, tally
 
 
-def test_the_operators_own_pod_is_admitted_at_both_levels_once_ipc_lock_is_excepted(api, enforcing):
+@pytest.mark.parametrize("model", [None, {"pvc": {"claimName": "weights", "subPath": "clip"}},
+                                   {"image": {"reference": "registry.example/models/pickscore:v1",
+                                              "pullPolicy": "IfNotPresent"}}], ids=["no-source", "pvc", "image"])
+def test_the_operators_own_pod_is_admitted_at_both_levels_once_ipc_lock_is_excepted(api, enforcing, model):
     """The other direction of the exception: the pod the operator renders from an empty podTemplate is
-    rejected for IPC_LOCK alone, and admitted without it."""
+    rejected for IPC_LOCK alone, and admitted without it; with the scorer's model from a PVC or an OCI image
+    volume (issue 34) too: both sources stay within restricted."""
     core = client.CoreV1Api(api)
     for level, ns in enforcing.items():
-        manifest = {"metadata": {"name": "plain"}, "spec": {**POOL, "podSecurity": level}}
+        spec = {**POOL, "podSecurity": level}
+        if model is not None:
+            spec["scorer"] = {**POOL["scorer"], "model": model}
+        manifest = {"metadata": {"name": "plain"}, "spec": spec}
         pool = Pool.from_object({**manifest, "metadata": {"name": "plain", "namespace": ns, "uid": "u-1"}})
         pod = builders.pod_template(pool, sizing.compute(pool.spec))
         with pytest.raises(ApiException) as e:
@@ -297,4 +304,6 @@ def test_the_operators_own_pod_is_admitted_at_both_levels_once_ipc_lock_is_excep
         assert e.value.status == 403 and '"IPC_LOCK"' in message and 'container "worker"' in message, message
         assert message.count("violates PodSecurity") == 1 and ("non-default capabilities" in message
                                                               or "unrestricted capabilities" in message), message
+        if model is not None:
+            assert any("rewardpool-model-0" == v["name"] for v in pod["spec"]["volumes"])
         core.create_namespaced_pod(ns, without_the_exception(pod), dry_run="All")

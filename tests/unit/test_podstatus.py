@@ -42,13 +42,18 @@ def test_workers_kept_out_of_ready_by_ray_or_the_store_are_said_with_the_workers
     lost.registration_error = "ValueError: Failed to look up actor with name 'rewardpool:ns/p:p-1'"
     no_store = worker(store_ok=False)
     fine = worker()
+    no_model = State()  # still starting: its model path is not there (the volume not mounted)
+    no_model.model_problem = "pickscore: /models/pickscore does not exist (is the model volume mounted?)"
     health = {name: s.health(time.monotonic()).model_dump() for name, s in
-              (("p-1", lost), ("p-2", no_store), ("p-3", fine))}
-    pods = [{"metadata": {"name": n}} for n in ("p-1", "p-2", "p-3", "p-4")]  # p-4: no answer
+              (("p-1", lost), ("p-2", no_store), ("p-3", fine), ("p-5", no_model))}
+    pods = [{"metadata": {"name": n}} for n in ("p-1", "p-2", "p-3", "p-4", "p-5")]  # p-4: no answer
     probs = unready_problems(pods, health)
-    assert [p.reason for p in probs] == ["WorkersNotFoundInRay", "WorkersCannotReachStore"]
-    assert "1 worker pod(s) cannot be found in Ray: p-1: the actor's name does not resolve" in probs[0].message
-    assert "p-2" in probs[1].message and not any(p.blocking for p in probs)
+    assert [p.reason for p in probs] == ["ModelUnavailable", "WorkersNotFoundInRay", "WorkersCannotReachStore"]
+    assert probs[0].message == ("1 worker pod(s) cannot load their model: p-5: pickscore: /models/pickscore does "
+                                "not exist (is the model volume mounted?)")
+    assert "1 worker pod(s) cannot be found in Ray: p-1: the actor's name does not resolve" in probs[1].message
+    assert "p-2" in probs[2].message and not any(p.blocking for p in probs)
+    assert health["p-5"]["live"] and health["p-5"]["phase"] == "starting"  # alive: no restart, no crash loop
 
 
 def test_a_worker_restarted_to_rejoin_ray_is_said_as_that_until_ready_not_as_a_crash_loop():

@@ -39,10 +39,10 @@ def pool_actors(ray_cluster, master):
             pass
 
 
-def start_entrypoint(pool, tmp_path, pod_name: str, **env):
+def start_entrypoint(pool, tmp_path, pod_name: str, wait: bool = True, **env):
     """The worker entrypoint as a pod runs it, from the config the operator renders for `pool` (its HTTP port on a
-    free loopback port), waited for until Ready. Returns (process, port, log path, the /readyz answer); the caller
-    stops the process."""
+    free loopback port), waited for until Ready (unless `wait` is False). Returns (process, port, log path, the
+    /readyz answer or None); the caller stops the process."""
     import json
     import os
     import subprocess
@@ -70,6 +70,8 @@ def start_entrypoint(pool, tmp_path, pod_name: str, **env):
                 return json.loads(r.read())
         except OSError:
             return None
+    if not wait:
+        return proc, port, log_path, None
     try:
         info = wait_for(ready, timeout=120, what="the worker Ready")
     except BaseException:

@@ -539,11 +539,16 @@ class WorkerHealth(BaseModel):
     queue_depth: int = 0
     last_batch_seconds_ago: float | None = Field(default=None, description="None: no batch finished yet")
     scorer_version: str | None = None  # the version of the scores this worker gives (see scorer_version())
-    # Why a started worker is not Ready when the cause is outside it (the operator says so in Degraded):
-    # "ray" (clients cannot find its actor: the Ray head restarted or its GCS does not answer), "store" (the
-    # store master does not answer its probes); None when Ready, starting, draining or live-failing.
-    unready_cause: Literal["ray", "store"] | None = None
+    # Why a live worker is not Ready when the cause is outside it (the operator says so in Degraded):
+    # "model" (starting: a scorer's model is missing, empty or does not load; it looks again), "ray" (clients
+    # cannot find its actor: the Ray head restarted or its GCS does not answer), "store" (the store master does
+    # not answer its probes); None when Ready, starting, draining or live-failing.
+    unready_cause: Literal["model", "ray", "store"] | None = None
     unready_reason: str | None = None
+    # Seconds per start-up step, as they end: imports (process start to the entrypoint), network, ray,
+    # model_wait, actor (store client, registered buffers, weights, warm-up), registered, total; and the
+    # actor's weight_load_seconds, weight_bytes, warmup_seconds.
+    startup: dict[str, float] = Field(default_factory=dict)
     # Shadow scoring (SHADOW_ANNOTATION): whether the worker is in shadow, and its agreement with each serving
     # scorer version whose outputs it scored beside it.
     shadow: bool = False

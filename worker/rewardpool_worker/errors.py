@@ -54,6 +54,12 @@ class BatchTooLarge(RewardPoolError, ValueError):
         return str(self.args[0])
 
 
+class ModelUnavailable(RewardPoolError):
+    """A scorer's model cannot be loaded: its path is missing or empty (the model volume is not there), or its
+    files do not load. The worker stays up, not Ready, says why (/healthz: unready_cause "model") and tries again;
+    the operator reports it on the pool (Degraded, ModelUnavailable)."""
+
+
 class PoolUnavailable(RewardPoolError):
     """No live, non-draining worker of the pool could take the batch."""
 

@@ -16,7 +16,7 @@ import ray
 
 from ..contract import (ANNOTATIONS_FILE, GROUP_ACTIVE_SECONDS, READ_SLOTS, SHADOW_ANNOTATION, Agreement,
                         WorkerConfig, scorer_version)
-from ..errors import Draining, Forbidden, Shadowing
+from ..errors import Draining, Forbidden, ModelUnavailable, Shadowing
 from ..records import OutputRef
 from ..scorers import build_scorers, frames_declared
 from ..scorers.base import option
@@ -24,6 +24,7 @@ from ..scorers.mixture import WEIGHTED
 from ..store import Store, StoreError
 from .fairslots import DEFAULT_TENANT
 from .network import parse_annotations_file
+from .models import weight_bytes
 from .reader import ALIGN, RegisteredTensorReader
 from .slots import StoredOutputRewardActor
 
@@ -87,11 +88,16 @@ class RewardWorker:
         for r in self.readers:
             r.warm()
         t0 = time.perf_counter()
-        self.version = scorer_version(self.cfg.scorer_version, model_digest(self.cfg))
-        log.info("scorer version %s (model files digested in %.2fs)", self.version, time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        self.scorer = build_scorers(self.cfg)
+        try:
+            self.version = scorer_version(self.cfg.scorer_version, model_digest(self.cfg))
+            log.info("scorer version %s (model files digested in %.2fs)", self.version, time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            self.scorer = build_scorers(self.cfg)
+        except (OSError, ValueError, RuntimeError, EOFError, KeyError) as e:  # files that are not a loadable model
+            paths = ", ".join(sorted({c.model_path for c in self.cfg.components if c.model_path})) or "(none)"
+            raise ModelUnavailable(f"the model at {paths} does not load: {type(e).__name__}: {str(e)[:300]}") from e
         self.load_seconds = time.perf_counter() - t0
+        self.weight_bytes = weight_bytes(self.cfg)
         # inline outputs held at once: at most what the read slots hold (the formula counts the slots, so a pool
         # fed inline tensors can hold that much again; README, "Inline outputs")
         self.actor = StoredOutputRewardActor(self.scorer, self.readers, batch_size=self.cfg.scorer.batch_size,
@@ -172,6 +178,7 @@ class RewardWorker:
         return {"store": self._store_reachable(), "store_error": self._store_error,
                 "buffer_registered": all(r.stats.registrations > 0 for r in self.readers) or not sized,
                 "model_loaded": self.scorer is not None, "load_seconds": self.load_seconds,
+                "weight_bytes": self.weight_bytes,
                 "warmup_seconds": self.actor.warmup_seconds, "batch_size": self.cfg.scorer.batch_size,
                 "max_queue": MAX_QUEUE, "components": [c.component for c in self.cfg.components],
                 "num_frames": {c.component: c.num_frames for c in self.cfg.components},

@@ -27,6 +27,7 @@ from . import http_score
 from .control import ControlAuth
 from .tenants import TenantAuth
 from .metrics import WorkerMetrics
+from .models import missing_models
 from .network import local_hostname, parse_annotations_file
 
 log = logging.getLogger("rewardpool.worker")
@@ -67,6 +68,9 @@ class State:
         self.raylet_gone = False
         self.in_flight = 0
         self.last_batch_at: float | None = None  # monotonic time the batches counter last moved
+        self.model_problem: str | None = None  # why the scorers' model cannot be loaded (retried until it can)
+        self.startup: dict[str, float] = {}  # seconds per start-up step (/healthz), filled as they end
+        self.startup_began = time.monotonic()  # when the process started (startup_steps)
         self.registered_at: float | None = None  # monotonic time the actor's name last resolved in Ray
         self.registration_error: str | None = None
         self.drain = threading.Event()  # POST /drain: stop taking work, stay up (the operator deletes the pod)
@@ -115,11 +119,13 @@ class State:
                             queue_depth=self.stats.get("queue_depth", 0), last_batch_seconds_ago=ago,
                             scorer_version=self.detail.get("version"), unready_cause=cause,
                             unready_reason=because, shadow=bool(self.stats.get("shadow", self.detail.get("shadow"))),
-                            agreement=self.stats.get("agreement") or {})
+                            agreement=self.stats.get("agreement") or {}, startup=dict(self.startup))
 
     def unready(self) -> tuple[str | None, str | None]:
-        """An outside cause keeping this started, live worker out of Ready: ("ray" | "store", why), else
-        (None, None)."""
+        """An outside cause keeping this live worker out of Ready: ("model", why) while its model cannot be
+        loaded; once started, ("ray" | "store", why); else (None, None)."""
+        if self.phase == "starting" and self.model_problem:
+            return "model", self.model_problem
         ok, fields = self.readiness()
         if ok or self.phase != "ready" or not fields["live"]:
             return None, None
@@ -393,26 +399,100 @@ def install_signal_handlers(state: State) -> None:
         signal.signal(sig, lambda *_: state.stop.set())
 
 
+MODEL_RETRY_SECONDS = 10.0  # a worker whose model cannot be loaded looks again this often
+
+
+def process_age_seconds() -> float:
+    """Seconds since this process started (the container's start, for the entrypoint), from /proc."""
+    try:
+        start_ticks = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19])
+        uptime = float(open("/proc/uptime").read().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def startup_steps(state: State):
+    """`step(name)`: record the seconds since the previous step under `name` (the first: since the process
+    started, its imports and config: `imports_seconds`)."""
+    state.startup_began = time.monotonic() - process_age_seconds()
+    last = [state.startup_began]
+
+    def step(name: str) -> None:
+        now = time.monotonic()
+        state.startup[name] = round(now - last[0], 3)
+        last[0] = now
+    step("imports_seconds")
+    return step
+
+
+def start_with_model(cfg: WorkerConfig, pod: str, hostname: str, key: str, state: State, step):
+    """The pod's actor, once its model is there and loads: while a scorer's model path is missing or empty, or
+    its files do not load, the worker stays up and not Ready, says why (/healthz: unready_cause "model"; the
+    operator's ModelUnavailable) and looks again every MODEL_RETRY_SECONDS, instead of crash-looping."""
+    from .actor import start_actor
+
+    said = 0.0
+    while True:
+        missing = missing_models(cfg)
+        if not missing:
+            step("model_wait_seconds")
+            try:
+                actor = start_actor(cfg, pod, hostname, control_key=key)
+                state.model_problem = None
+                step("actor_seconds")
+                return actor
+            except Exception as e:  # noqa: BLE001 (sorted below: the model's failure, or another one, raised)
+                why = model_failure(e)
+                if why is None:
+                    raise
+                missing = [why]
+        state.model_problem = "; ".join(missing)
+        if time.monotonic() - said >= 60:
+            said = time.monotonic()
+            log.warning("the model cannot be loaded (%s); looking again every %.0fs", state.model_problem,
+                        MODEL_RETRY_SECONDS)
+        if state.stop.wait(MODEL_RETRY_SECONDS):
+            raise SystemExit(0)  # SIGTERM while waiting: nothing was taken, nothing to drain
+
+
+def model_failure(e: BaseException) -> str | None:
+    """The actor's ModelUnavailable message when its construction failed on the model (Ray reports an actor's
+    constructor error as the actor's death, with the error's text), else None."""
+    text = str(e)
+    marker = "ModelUnavailable: "
+    if marker not in text:
+        return None
+    return text.split(marker, 1)[1].strip().splitlines()[0][:500]
+
+
 def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain_timeout: float) -> int:
     import ray
 
-    from .actor import start_actor
-
+    step = startup_steps(state)
     hostname = local_hostname(cfg.store.protocol, cfg.network_attachment,
                               os.environ.get("REWARDPOOL_ANNOTATIONS_FILE", ANNOTATIONS_FILE),
                               wait=float(os.environ.get("REWARDPOOL_NETWORK_WAIT", "90")))
     log.info("store client and Ray node address: %s", hostname)
+    step("network_seconds")
     connect_ray(cfg, hostname)
     install_signal_handlers(state)  # again: ray.init replaces SIGTERM's handler with its own
+    step("ray_seconds")
     key = secrets.token_hex(16)  # the actor's drain and promote answer this process only
-    actor = start_actor(cfg, pod, hostname, control_key=key)
+    actor = start_with_model(cfg, pod, hostname, key, state, step)
     state.detail = ray.get(actor.ready.remote())
+    state.startup.update(weight_load_seconds=round(state.detail.get("load_seconds") or 0.0, 3),
+                         weight_bytes=float(state.detail.get("weight_bytes") or 0),
+                         warmup_seconds=round(state.detail.get("warmup_seconds") or 0.0, 3))
     state.scoring = http_score.Scoring(actor, state.detail, depth=lambda: state.in_flight, auth=TenantAuth(
         cfg.tenants, os.environ.get("REWARDPOOL_TENANTS_DIR", TENANTS_DIR)))
     metrics.startup(state.detail)
     state.registered_at = time.monotonic()  # start_actor resolved it by name a moment ago
     watch_registration(state, cfg.actor_name(pod), cfg.ray.namespace, own_raylet=bool(cfg.ray.address))
     state.phase = "ready"
+    step("registered_seconds")
+    state.startup["total_seconds"] = round(time.monotonic() - state.startup_began, 3)
+    log.info("start-up: %s", json.dumps(state.startup))
     log.info("worker ready: actor %s, store client %s, warm-up forward %.3fs", cfg.actor_name(pod),
              state.detail.get("store_hostname"), state.detail.get("warmup_seconds") or 0.0)
     stats = {"in_flight": 0, "batches": 0}
