@@ -435,6 +435,33 @@ def test_a_missing_image_shows_in_the_pool_status(kube, node, incluster_operator
     assert "not-on-this-node" in cond["message"]
 
 
+def test_a_worker_without_its_model_stays_up_and_the_pool_says_model_unavailable(kube, node, incluster_operator,
+                                                                                  infra, rns):
+    """Issue 34: a PickScore pool whose model directory is not in the pod (no volume mounted there): the worker
+    container runs and stays up (no crash loop, no restart), not Ready, and the pool says Degraded with reason
+    ModelUnavailable naming the component and the path, from the worker's own /healthz read by the operator."""
+    from rewardpool_devcluster.incluster import real_node_pool
+
+    obj = real_node_pool("nomodel", rns, node.images.worker, replicas=1, cpu="250m",
+                         scorer={"name": "pickscore", "modelPath": "/models/not-mounted", "batchSize": 2,
+                                 "modelMemory": "64Mi"})
+    kube.apply([obj])
+
+    def model_unavailable():
+        st = kube.json("rewardpool", "-n", rns, "nomodel").get("status", {})
+        return next((c for c in st.get("conditions", []) if c["type"] == "Degraded" and c["status"] == "True"
+                     and c.get("reason") == "ModelUnavailable"), None)
+    cond = wait_for(model_unavailable, timeout=240, interval=1, what="Degraded: ModelUnavailable")
+    assert "cannot load their model" in cond["message"] and "pickscore: /models/not-mounted does not exist" \
+        in cond["message"], cond
+    (pod,) = kube.pods(rns, "rewardpool.io/pool=nomodel")
+    status = pod["status"]["containerStatuses"][0]
+    assert "running" in status["state"] and status["restartCount"] == 0 and not status["ready"], status
+    events = kube("get", "events", "-n", rns, "--field-selector", "involvedObject.name=nomodel", "-o", "json").stdout
+    assert any(e["reason"] == "ModelUnavailable" for e in json.loads(events)["items"]), events[-2000:]
+    kube("delete", "rewardpool", "-n", rns, "nomodel", "--wait=false")
+
+
 def test_a_restricted_pool_runs_as_non_root_and_one_asking_for_privilege_gets_no_pod(kube, node, incluster_operator,
                                                                                      infra, rns):
     """Pod Security on real containers: a pool at the restricted level, with a sidecar that meets it, runs (as
