@@ -89,6 +89,15 @@ class Kube:
                 return None
             raise
 
+    async def get_pvc(self, namespace: str, name: str) -> dict | None:
+        try:
+            return await read_json(self.core.read_namespaced_persistent_volume_claim(name, namespace,
+                                                                                    _preload_content=False))
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
     async def create_secret(self, secret: dict) -> dict:
         """Created, never applied: applying needs `patch` on Secrets, which the chart does not grant (an
         existing token is never rewritten; deleting the Secret is how it is rotated)."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from rewardpool_worker.contract import control_secret_name
 
 from . import reasons as R
-from .builders import (attachment_ref, control_secret, control_token, disruption_budget, headless_service,
+from .builders import (attachment_ref, model_source, control_secret, control_token, disruption_budget, headless_service,
                        network_attachment, score_service)
 from .findings import Problem
 from .kube import Kube, NadCrdMissing
@@ -103,8 +103,8 @@ async def ensure_owned(kube: Kube, pool: Pool, generation: int, applied: dict[st
     if await ensure(kube, disruption_budget(pool), applied) == "created":
         events.append(("Normal", R.DISRUPTION_BUDGET_CREATED, f"created PodDisruptionBudget {pool.name}"))
     token, token_problem = await _ensure_control_token(kube, pool, events)
-    problems = [x for x in (token_problem, await _pod_security(kube, pool), await _tenant_tokens(kube, pool))
-                if x is not None]
+    problems = [x for x in (token_problem, await _pod_security(kube, pool), await _tenant_tokens(kube, pool),
+                            await _model_claims(kube, pool)) if x is not None]
     return Owned(network, token, problems, generation, time.monotonic())
 
 
@@ -160,6 +160,18 @@ async def _tenant_tokens(kube: Kube, pool: Pool) -> Problem | None:
         return None
     return Problem(R.TENANT_TOKEN_MISSING, "spec.access.tenants: " + "; ".join(missing) + " (create it in namespace "
                    f"{pool.namespace}; no worker starts without every tenant's token)", True)
+
+
+async def _model_claims(kube: Kube, pool: Pool) -> Problem | None:
+    """Every claim a scorer's model comes from (scorer.model.pvc) exists: a pod naming a missing claim waits
+    Pending in silence. Not blocking: the pods start once the claim is created."""
+    claims = sorted({m.pvc.claimName for c in pool.spec.components
+                     if (m := model_source(c, pool.spec.scorer)[0]) is not None and m.pvc is not None})
+    missing = [c for c in claims if await kube.get_pvc(pool.namespace, c) is None]
+    if not missing:
+        return None
+    return Problem(R.MODEL_UNAVAILABLE, f"scorer.model.pvc: PersistentVolumeClaim {', '.join(missing)} not found in "
+                   f"namespace {pool.namespace}: the worker pods wait Pending until it exists")
 
 
 async def _pod_security(kube: Kube, pool: Pool) -> Problem | None:

@@ -55,7 +55,8 @@ SA = f"system:serviceaccount:{OPERATOR_NS}:{RELEASE}-rewardpool-operator"
     ("patch", "rewardpools.rewardpool.io --subresource=status", True), ("create", "network-attachment-definitions.k8s.cni.cncf.io", True),
     ("list", "nodes", True), ("create", "events", True), ("patch", "rewardpools.rewardpool.io --subresource=scale", True),
     ("update", "rewardpools.rewardpool.io --subresource=finalizers", True), ("create", "poddisruptionbudgets.policy", True),
-    ("get", "secrets", True), ("list", "secrets", False), ("delete", "secrets", False), ("update", "rewardpools.rewardpool.io", False),
+    ("get", "secrets", True), ("list", "secrets", False), ("get", "persistentvolumeclaims", True),
+    ("list", "persistentvolumeclaims", False), ("create", "persistentvolumeclaims", False), ("delete", "secrets", False), ("update", "rewardpools.rewardpool.io", False),
     ("create", "deployments.apps", False), ("delete", "nodes", False), ("create", "clusterrolebindings", False),
 ])
 def test_chart_rbac_is_least_privilege(chart, verb, resource, allowed):

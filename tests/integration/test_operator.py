@@ -188,6 +188,27 @@ def test_workers_that_fit_no_node_get_a_condition_not_pending_pods(pools, ns):
     assert "max_mr_size" in c["message"]
 
 
+def test_a_model_claim_that_does_not_exist_is_said_until_it_does(pools, ns):
+    """scorer.model.pvc (issue 34) naming a claim not in the namespace, read by the operator with the chart's
+    identity (`get` on persistentvolumeclaims): Degraded ModelUnavailable with the claim and a warning event, the
+    pods still created (they start once it exists); the claim created, the next pass clears it."""
+    pools.create(pool_manifest("claimless", replicas=1, scorer={
+        "name": "pickscore", "numFrames": 8, "batchSize": 4, "model": {"pvc": {"claimName": "reward-weights",
+                                                                               "subPath": "pickscore"}}}))
+    c = wait_for(lambda: (x := pools.condition("claimless", "Degraded")) and x["status"] == "True" and x, 60,
+                 what="Degraded condition")
+    assert c["reason"] == "ModelUnavailable" and f"PersistentVolumeClaim reward-weights not found in namespace {ns}" \
+        in c["message"], c
+    assert ("Warning", "ModelUnavailable") in [(t, r) for t, r, _ in pools.events("claimless")]
+    wait_for(lambda: len(pools.pods("claimless")) == 1 or None, 60, what="the worker pod created anyway")
+    pools.core.create_namespaced_persistent_volume_claim(ns, {
+        "metadata": {"name": "reward-weights"},
+        "spec": {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": "1Gi"}}}})
+    pools.patch("claimless", {"metadata": {"annotations": {"poke": "1"}}})
+    wait_for(lambda: (x := pools.condition("claimless", "Degraded")) and x.get("reason") != "ModelUnavailable", 90,
+             what="ModelUnavailable cleared once the claim exists")
+
+
 def test_segment_above_the_registration_limit_is_flagged_but_runs(pools, ns):
     # One worker holding 64 x 1.2 GB / 0.9 = 85 GB: one RDMA registration above the NIC's 64 GiB limit.
     pools.create(pool_manifest("bigseg", replicas=1, sizing={"samplesPerRollout": 64, "outputBytesPerSample": "1.2G"}))

@@ -68,6 +68,9 @@ class FakeKube:
         self.writes.append(("create", "Secret", secret["metadata"]["name"]))
         return self.put(secret)
 
+    async def get_pvc(self, namespace: str, name: str) -> dict | None:
+        return self.get("PersistentVolumeClaim", namespace, name)
+
     def token(self, namespace: str, name: str) -> str:
         return base64.b64decode(self.objects[("Secret", namespace, name)]["data"]["token"]).decode()
 

@@ -276,3 +276,19 @@ def test_a_tenant_whose_token_secret_is_missing_blocks_workers_and_says_which():
                 "data": {"evals": base64.b64encode(b"t2").decode()}})
     status = w.reconcile()  # the next full pass (or OWNED_RESYNC_SECONDS later) looks again
     assert len(w.kube.pods()) == 2 and not [c for c in status["conditions"] if c["reason"] == "TenantTokenMissing"]
+
+
+def test_a_model_claim_that_does_not_exist_is_said_and_the_pods_still_come():
+    """scorer.model.pvc naming a claim that is not there: the pods are created (they wait Pending and start once
+    the claim exists), and the pool says ModelUnavailable with the claim, an event too; once it exists, not."""
+    w = World(scorer={"name": "pickscore", "model": {"pvc": {"claimName": "weights", "subPath": "clip"}}})
+    status = w.reconcile()
+    assert len(w.kube.pods()) == 2
+    (c,) = [c for c in status["conditions"] if c["reason"] == "ModelUnavailable"]
+    assert c["type"] == "Degraded" and "PersistentVolumeClaim weights not found in namespace ns" in c["message"]
+    assert any(r == "ModelUnavailable" for _, r, _ in w.kube.events)
+    w.kube.put({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "weights", "namespace": "ns"},
+                "spec": {}})
+    w.pods_seen(ready=False)  # the pods the first pass created, waiting for their claim
+    status = w.reconcile()
+    assert not [c for c in status["conditions"] if c["reason"] == "ModelUnavailable"]

@@ -53,6 +53,10 @@ cannot select by label, so the write guard policy limits its Secret writes to co
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, create]
+# scorer.model.pvc: the claim exists (else the pool says ModelUnavailable while its pods wait)
+- apiGroups: [""]
+  resources: [persistentvolumeclaims]
+  verbs: [get]
 {{- end -}}
 
 {{/* Namespaces whose worker pods get the chart's NetworkPolicy. */}}
