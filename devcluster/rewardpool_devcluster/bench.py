@@ -61,6 +61,12 @@ def _bench_http(args) -> int:
     return run(args)
 
 
+def _bench_coldstart(args) -> int:
+    from .bench_coldstart import run  # needs the worker extra and the demo's environment
+
+    return run(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="rewardpool-bench", description=__doc__)
     bsub = ap.add_subparsers(dest="bench", required=True)
@@ -129,6 +135,12 @@ def main(argv: list[str] | None = None) -> int:
 
     http_arguments(http)
     http.set_defaults(func=_bench_http)
+    cold = bsub.add_parser("coldstart", help="replicas 0 to the first score on the real node, the model from a PVC, "
+                                             "by phase, next to the disk's own read time")
+    from .bench_coldstart import add_arguments as coldstart_arguments
+
+    coldstart_arguments(cold)
+    cold.set_defaults(func=_bench_coldstart)
 
     args = ap.parse_args(argv)
     return args.func(args)

@@ -136,7 +136,6 @@ class HttpRewardPoolClient:
         self.groups = GroupPins(self.name or "")
         self.components: list[str] | None = None
         self.batch_size: int | None = None
-        self.described: dict | None = None
         self.retries = 0
         # requests in flight at once, each blocking a thread of its own (asyncio's default pool has cpu + 4 threads:
         # a call's requests would queue behind each other there, and behind every other client's)
@@ -198,7 +197,6 @@ class HttpRewardPoolClient:
             m.probing = False
 
     def _learnt(self, desc: dict) -> None:
-        self.described = desc
         self.components = list(desc.get("components") or [])
         self.batch_size = int(desc.get("batch_size") or 1)
 

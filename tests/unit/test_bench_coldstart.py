@@ -1,0 +1,50 @@
+"""The cold-start bench's pure pieces: its pools pass the operator's own checks with their models from the claim
+(scorer.model.pvc at each model's directory) and the file-set scorer mounted from its ConfigMap; the table puts
+each worker's weight load next to the disk's own read of the same files."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rewardpool_devcluster import bench_coldstart as bc
+from rewardpool_operator import builders, sizing, validate
+from rewardpool_operator.spec import Pool
+
+
+def test_the_cold_start_pools_mount_their_models_from_the_claim():
+    models = {"pickscore": Path("/cache/coldstart-models/clip-h14-5.0"), "fileset": Path("/cache/coldstart-models/fileset-16g")}
+    for obj, sub, path in zip(bc.pools("localhost/w:1", models), ("clip-h14-5.0", "fileset-16g"),
+                              ("/models/pickscore", "/models/FileSetScorer")):
+        pool = Pool.from_object({**obj, "metadata": {**obj["metadata"], "uid": "u"}})
+        assert pool.spec.replicas == 0
+        pod = builders.pod_template(pool, sizing.compute(pool.spec))
+        assert [p.reason for p in validate.check(pool.spec, pod) if p.blocking] == []
+        worker = pod["spec"]["containers"][0]
+        assert {"name": "rewardpool-model-0", "mountPath": path, "readOnly": True, "subPath": sub} in worker["volumeMounts"]
+        assert {"name": "rewardpool-model-0", "persistentVolumeClaim": {"claimName": bc.CLAIM, "readOnly": True}} \
+            in pod["spec"]["volumes"]
+    files = bc.pools("localhost/w:1", models)[1]["spec"]["podTemplate"]["spec"]
+    assert files["volumes"] == [{"name": "scorer", "configMap": {"name": "coldstart-scorer"}}]
+    pv, pvc, cm = bc.volume(Path("/cache/coldstart-models"))
+    assert pv["spec"]["local"]["path"] == "/cache/coldstart-models" and pvc["spec"]["volumeName"] == pv["metadata"]["name"]
+    assert "class FileSetScorer" in cm["data"]["fileset_scorer.py"]
+
+
+def test_the_file_set_scorer_reads_every_byte(tmp_path):
+    ns: dict = {}
+    exec(compile(bc.FILESET_SCORER, "fileset_scorer.py", "exec"), ns)
+    (tmp_path / "a").write_bytes(b"x" * 100)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "b").write_bytes(b"y" * 23)
+    s = ns["FileSetScorer"](str(tmp_path))
+    assert s.bytes == 123 and s.read_seconds >= 0
+
+
+def test_the_table_sets_the_weight_load_beside_the_disks_read():
+    row = {"label": "CLIP-H/14", "pool": "cold-pickscore", "scale_to_created": 0.1, "created_to_scheduled": 0.0,
+           "scheduled_to_started": 1.0, "pool_ready_seen": 30.0, "first_score": 31.5,
+           "startup": {"imports_seconds": 3.0, "actor_seconds": 14.0, "weight_load_seconds": 8.0,
+                       "warmup_seconds": 4.0, "weight_bytes": 3.9e9}}
+    text = bc.table([row], {"cold-pickscore": (5.0, int(3.9e9))})
+    assert "| worker: **weight load** | 8.00 |" in text and "| weight load / disk read | 1.60x |" in text
+    assert "| worker: actor, store client and registered buffers | 2.00 |" in text
+    assert "| **zero to first score** | **31.5** |" in text and "3.90 GB" in text
