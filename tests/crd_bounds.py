@@ -596,13 +596,18 @@ CEL_CASES = {
         (True, "entry-model-alone", _spec(scorer={"batchSize": 4}, scorers=[
             {"name": "hps", "model": {"image": {"reference": "r/hps:1", "pullPolicy": "IfNotPresent"}}}]), []),
     ],
-    ("spec.scorer.model", "has(self.pvc) != has(self.image)"): [
+    ("spec.scorer.model", "[has(self.pvc), has(self.image), has(self.cache)].filter(x, x).size() == 1"): [
         (False, "source-both", _spec(scorer={"name": "pickscore", "model": {"pvc": {"claimName": "w"}, "image": {"reference": "r"}}}),
          ["spec.scorer.model", "exactly one source"]),
         (False, "source-none", _spec(scorer={"name": "pickscore", "model": {}}), ["spec.scorer.model", "exactly one source"]),
         (True, "source-image", _spec(scorer={"name": "pickscore", "model": {"image": {"reference": "r/m:1"}}}), []),
+        (False, "source-cache-and-pvc", _spec(scorer={"name": "pickscore", "model": {"cache": {"name": "c"},
+                                                                                      "pvc": {"claimName": "w"}}}),
+         ["spec.scorer.model", "exactly one source"]),
+        (True, "source-cache", _spec(scorer={"name": "pickscore", "model": {"cache": {"name": "pick",
+                                                                                      "placement": "Preferred"}}}), []),
     ],
-    ("spec.scorers[0].model", "has(self.pvc) != has(self.image)"): [
+    ("spec.scorers[0].model", "[has(self.pvc), has(self.image), has(self.cache)].filter(x, x).size() == 1"): [
         (False, "entry-source-none", _spec(scorer={"batchSize": 4}, scorers=[{"name": "hps", "model": {}}]),
          ["spec.scorers[0].model", "exactly one source"]),
         (True, "entry-source-pvc", _spec(scorer={"batchSize": 4}, scorers=[{"name": "hps", "model": {"pvc": {"claimName": "w"}}}]), []),

@@ -241,8 +241,15 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
  'spec.scorer.apiKeySecret.key:maxLength': 253,
  'spec.scorer.numFrames:minimum': 1,
  'spec.scorer.numFrames:maximum': 4096,
- 'spec.scorer.model:cel[has(self.pvc) != has(self.image)]': 'scorer.model names exactly one source: pvc or '
-                                                            'image',
+ 'spec.scorer.model:cel[[has(self.pvc), has(self.image), has(self.cache)].filter(x, x).size() == 1]': 'scorer.model '
+                                                                                                      'names '
+                                                                                                      'exactly '
+                                                                                                      'one '
+                                                                                                      'source: '
+                                                                                                      'pvc, '
+                                                                                                      'image '
+                                                                                                      'or '
+                                                                                                      'cache',
  'spec.scorer.model.pvc:required=claimName': True,
  'spec.scorer.model.pvc.claimName:minLength': 1,
  'spec.scorer.model.pvc.claimName:maxLength': 253,
@@ -251,6 +258,11 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
  'spec.scorer.model.image.reference:minLength': 1,
  'spec.scorer.model.image.reference:maxLength': 1024,
  'spec.scorer.model.image.pullPolicy:enum': ['Always', 'IfNotPresent', 'Never'],
+ 'spec.scorer.model.cache:required=name': True,
+ 'spec.scorer.model.cache.name:minLength': 1,
+ 'spec.scorer.model.cache.name:maxLength': 63,
+ 'spec.scorer.model.cache.subPath:maxLength': 1024,
+ 'spec.scorer.model.cache.placement:enum': ['Required', 'Preferred'],
  'spec.scorer.modelMemory:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
  'spec.scorer.batchSize:minimum': 1,
  'spec.scorer.batchSize:maximum': 4096,
@@ -338,8 +350,15 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
  'spec.scorers[0].apiKeySecret.key:maxLength': 253,
  'spec.scorers[0].numFrames:minimum': 1,
  'spec.scorers[0].numFrames:maximum': 4096,
- 'spec.scorers[0].model:cel[has(self.pvc) != has(self.image)]': 'scorer.model names exactly one source: pvc '
-                                                                'or image',
+ 'spec.scorers[0].model:cel[[has(self.pvc), has(self.image), has(self.cache)].filter(x, x).size() == 1]': 'scorer.model '
+                                                                                                          'names '
+                                                                                                          'exactly '
+                                                                                                          'one '
+                                                                                                          'source: '
+                                                                                                          'pvc, '
+                                                                                                          'image '
+                                                                                                          'or '
+                                                                                                          'cache',
  'spec.scorers[0].model.pvc:required=claimName': True,
  'spec.scorers[0].model.pvc.claimName:minLength': 1,
  'spec.scorers[0].model.pvc.claimName:maxLength': 253,
@@ -348,6 +367,11 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
  'spec.scorers[0].model.image.reference:minLength': 1,
  'spec.scorers[0].model.image.reference:maxLength': 1024,
  'spec.scorers[0].model.image.pullPolicy:enum': ['Always', 'IfNotPresent', 'Never'],
+ 'spec.scorers[0].model.cache:required=name': True,
+ 'spec.scorers[0].model.cache.name:minLength': 1,
+ 'spec.scorers[0].model.cache.name:maxLength': 63,
+ 'spec.scorers[0].model.cache.subPath:maxLength': 1024,
+ 'spec.scorers[0].model.cache.placement:enum': ['Required', 'Preferred'],
  'spec.scorers[0].modelMemory:pattern': '^[0-9]+(\\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$',
  'spec.scorers[0].key:pattern': '^[a-z][a-z0-9_-]*$',
  'spec.scorers[0].key:maxLength': 63,

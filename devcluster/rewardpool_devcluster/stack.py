@@ -73,7 +73,9 @@ def incluster_values(operator_image: str, node_selector: dict[str, str], tolerat
     return {"replicaCount": 1, "image": {"repository": repo, "tag": tag, "pullPolicy": "IfNotPresent"},
             "nodeSelector": node_selector, "tolerations": tolerations, "logFormat": "json",
             "watchNamespaces": watch_namespaces or [],
-            "rbac": {"scope": "cluster"}}
+            "rbac": {"scope": "cluster"},
+            # the model cache's node agent on the same node (the real one: its taint tolerated)
+            "modelCache": {"agent": {"nodeSelector": node_selector, "tolerations": tolerations}}}
 
 
 def helm_install_incluster(cluster: LocalCluster, operator_image: str, node_selector: dict[str, str],

@@ -13,6 +13,7 @@ from rewardpool_worker.contract import (ANNOTATIONS_FILE, CONTROL_SECRET_KEY, CO
                                         WorkerConfig, api_key_env, control_secret_name, score_service_name as service_for,
                                         termination_grace_seconds)
 
+from .modelcache import pool_affinity
 from .podsecurity import RESTRICTED
 from .quantity import format_bytes
 from .sizing import SizingResult
@@ -163,6 +164,18 @@ def model_mounts(pool: Pool) -> tuple[list[dict], list[dict]]:
         mounts.append({"name": volume["name"], "mountPath": model_mount_path(c), "readOnly": True,
                        **({"subPath": source.sub_path} if source.sub_path else {})})
     return list(volumes.values()), mounts
+
+
+def model_caches(pool: Pool) -> dict[str, str]:
+    """{cache name: placement} of the scorers whose weights come from a RewardModelCache (Required wins when two
+    components name one cache differently)."""
+    out: dict[str, str] = {}
+    for c in pool.spec.components:
+        source, _ = model_source(c, pool.spec.scorer)
+        if source is not None and source.cache is not None:
+            name, mode = source.cache.name, source.cache.placement
+            out[name] = "Required" if "Required" in (mode, out.get(name)) else mode
+    return out
 
 
 def scorer_config(component, shared, index: int = 0) -> ScorerConfig:
@@ -340,6 +353,8 @@ def pod_template(pool: Pool, sizing: SizingResult) -> dict:
     volumes, mounts = model_mounts(pool)  # the scorers' model sources, read-only
     pod["spec"]["volumes"] += volumes
     container["volumeMounts"] += mounts
+    if caches := model_caches(pool):  # to the nodes that hold the caches' copies (a podTemplate affinity merges in)
+        pod["spec"]["affinity"] = pool_affinity(caches)
     pod["spec"] = _merge(pod["spec"], spec.podTemplate.spec)
     _keep_ipc_lock(pod["spec"])
     pod["metadata"]["labels"][HASH_LABEL] = worker_identity(pool, sizing)

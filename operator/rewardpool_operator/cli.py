@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import json
+import os
 import signal
 import sys
 
@@ -43,6 +44,26 @@ def cmd_operator(args) -> int:
     kopf.run(standalone=True, clusterwide=not args.namespace, namespaces=args.namespace or (),
              liveness_endpoint=args.liveness, memo=memo)
     return 0
+
+
+def cmd_agent(args) -> int:
+    import asyncio
+    import logging
+
+    from .cacheagent import run
+
+    missing = [f for f in ("node", "namespace", "image") if not getattr(args, f)]
+    if missing:
+        raise SystemExit("error: the agent needs " + ", ".join(f"--{m}" for m in missing))
+    logging.basicConfig(level=logging.INFO, format='{"t":"%(asctime)s","level":"%(levelname)s","msg":"%(message)s"}'
+                        if args.log_json else "%(asctime)s %(levelname)s %(message)s")
+    return asyncio.run(run(args))
+
+
+def cmd_cache_copy(args) -> int:
+    from . import cachecopy
+
+    return cachecopy.main(args)
 
 
 def cmd_render(args) -> int:
@@ -154,6 +175,28 @@ def main(argv: list[str] | None = None) -> int:
     sz.add_argument("--frames-per-forward", type=int, default=32)
     sz.add_argument("--protocol", default="rdma", choices=["rdma", "tcp"])
     sz.set_defaults(func=cmd_size)
+
+    ag = sub.add_parser("agent", help="the model cache's node agent (a DaemonSet of the chart)")
+    ag.add_argument("--node", default=os.environ.get("NODE_NAME"), help="this node (default: $NODE_NAME)")
+    ag.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE"), help="where copy pods run")
+    ag.add_argument("--image", default=os.environ.get("AGENT_IMAGE"), help="the copy pods' image (this one)")
+    ag.add_argument("--root", default="/cache", help="the node's cache root as the agent sees it")
+    ag.add_argument("--host-root", default="/var/lib/rewardpool/models", help="the same directory on the node")
+    ag.add_argument("--default-node-selector", action="append", metavar="KEY=VALUE",
+                    help="the nodes a cache without nodeSelector goes to (repeatable)")
+    ag.add_argument("--interval", type=float, default=5.0, help="seconds between passes")
+    ag.add_argument("--once", action="store_true", help="one pass, then exit")
+    ag.add_argument("--log-json", action="store_true", help="structured JSON logs")
+    ag.set_defaults(func=cmd_agent)
+
+    cp = sub.add_parser("cache-copy", help="copy, verify and publish a cache's source on this node (copy pods)")
+    cp.add_argument("--cache", required=True)
+    cp.add_argument("--root", required=True, help="the node's cache root")
+    cp.add_argument("--source", required=True)
+    cp.add_argument("--identity", required=True, help="the source identity the copy is made from")
+    cp.add_argument("--node", help="the node (for the logs)")
+    cp.add_argument("--digest", help="the digest the copy must have (sha256:...)")
+    cp.set_defaults(func=cmd_cache_copy)
 
     args = ap.parse_args(argv)
     return args.func(args)

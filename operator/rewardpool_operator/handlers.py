@@ -21,6 +21,8 @@ from rewardpool_worker.contract import GROUP, PLURAL, POOL_LABEL, VERSION
 
 from .controller import Controller
 from .kube import NAD, Kube
+from .modelcache import PLURAL as CACHE_PLURAL
+from .reasons import MODEL_CACHE_IN_USE
 from .leader import LeaderElector
 from .podcache import PodCache
 from .watches import NodeCache, watch_pool_pods
@@ -89,6 +91,29 @@ async def cleanup(memo: kopf.Memo, **_):
 @kopf.on.event(GROUP, VERSION, PLURAL)
 async def pool_changed(event, body, memo: kopf.Memo, **_):
     memo.controller.pool_event(event.get("type"), body)
+
+
+@kopf.on.event(GROUP, VERSION, CACHE_PLURAL)
+async def cache_changed(event, body, memo: kopf.Memo, **_):
+    """A RewardModelCache changed: its pools look again, and (the leader) keeps its summary (ready, digest,
+    usedBy) in its status."""
+    name = body["metadata"]["name"]
+    memo.controller.trigger_cache_users(name)
+    if event.get("type") != "DELETED":
+        await memo.controller.refresh_cache(name, body)
+
+
+@kopf.on.delete(GROUP, VERSION, CACHE_PLURAL)
+async def cache_deleted(name, memo: kopf.Memo, **_):
+    """A cache a pool uses is not deleted from under it: the deletion waits (a Warning event says for which
+    pools) until no pool names it; then its local volumes and claims go with it (the agents remove the copies)."""
+    if not memo.controller.leading:
+        raise kopf.TemporaryError("only the leader removes a cache", delay=15)
+    users = memo.controller.cache_users(name)
+    if users:
+        raise kopf.TemporaryError(f"{MODEL_CACHE_IN_USE}: RewardModelCache {name} is the model of pool(s) "
+                                  f"{', '.join(users)}; its deletion waits until they no longer name it", delay=30)
+    await memo.controller.kube.delete_cache_objects(name)
 
 
 @kopf.on.event(*NAD, labels={POOL_LABEL: kopf.PRESENT})

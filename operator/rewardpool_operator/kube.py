@@ -13,6 +13,8 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 from rewardpool_worker.contract import GROUP, PLURAL, VERSION, OperatorMetricNames as M
 
+from .modelcache import CACHE_LABEL, PLURAL as CACHE_PLURAL
+
 log = logging.getLogger("rewardpool.operator")
 NAD = ("k8s.cni.cncf.io", "v1", "network-attachment-definitions")
 MERGE = "application/merge-patch+json"
@@ -41,13 +43,19 @@ class Kube:
         self.policy = client.PolicyV1Api(api)
         # What an owned object is read with; NetworkAttachmentDefinitions by get_nad (it tells a missing CRD).
         self._reads = {"Service": self.core.read_namespaced_service,
-                       "PodDisruptionBudget": self.policy.read_namespaced_pod_disruption_budget}
+                       "PodDisruptionBudget": self.policy.read_namespaced_pod_disruption_budget,
+                       "PersistentVolumeClaim": self.core.read_namespaced_persistent_volume_claim,
+                       "PersistentVolume": lambda name, _ns, **kw: self.core.read_persistent_volume(name, **kw)}
         # kind -> (the API-writes label, patch(name, namespace, body)) of the kinds the operator applies
         self._patches = {
             "Service": ("service", self.core.patch_namespaced_service),
             "PodDisruptionBudget": ("disruptionbudget", self.policy.patch_namespaced_pod_disruption_budget),
             "NetworkAttachmentDefinition": ("attachment", lambda name, ns, body, **kw: (
                 self.custom.patch_namespaced_custom_object(*NAD[:2], ns, NAD[2], name, body, **kw))),
+            # a model cache's local volume (cluster-scoped) and its claim in the pool's namespace
+            "PersistentVolumeClaim": ("modelcache", self.core.patch_namespaced_persistent_volume_claim),
+            "PersistentVolume": ("modelcache", lambda name, _ns, body, **kw: (
+                self.core.patch_persistent_volume(name, body, **kw))),
         }
 
     @classmethod
@@ -98,6 +106,45 @@ class Kube:
                 return None
             raise
 
+    async def delete_volume(self, name: str) -> None:
+        """A model cache's local volume whose claim was deleted (Released: it binds no new claim)."""
+        API_WRITES.labels("modelcache").inc()
+        try:
+            await read_json(self.core.delete_persistent_volume(name, _preload_content=False))
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
+    async def get_cache(self, name: str) -> dict | None:
+        try:
+            return await read_json(self.custom.get_cluster_custom_object(GROUP, VERSION, CACHE_PLURAL, name,
+                                                                         _preload_content=False))
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    async def patch_cache_status(self, name: str, fields: dict) -> None:
+        API_WRITES.labels("modelcache").inc()
+        await read_json(self.custom.patch_cluster_custom_object_status(
+            GROUP, VERSION, CACHE_PLURAL, name, {"status": fields}, _preload_content=False, _content_type=MERGE))
+
+    async def delete_cache_objects(self, name: str) -> None:
+        """A deleted cache's local volumes and the claims bound to them (each volume's claimRef names its claim)."""
+        volumes = await read_json(self.core.list_persistent_volume(label_selector=f"{CACHE_LABEL}={name}",
+                                                                   _preload_content=False))
+        for v in volumes.get("items") or []:
+            ref = v["spec"].get("claimRef") or {}
+            if ref.get("name") and ref.get("namespace"):
+                API_WRITES.labels("modelcache").inc()
+                try:
+                    await read_json(self.core.delete_namespaced_persistent_volume_claim(
+                        ref["name"], ref["namespace"], _preload_content=False))
+                except ApiException as e:
+                    if e.status != 404:
+                        raise
+            await self.delete_volume(v["metadata"]["name"])
+
     async def create_secret(self, secret: dict) -> dict:
         """Created, never applied: applying needs `patch` on Secrets, which the chart does not grant (an
         existing token is never rewritten; deleting the Secret is how it is rotated)."""
@@ -123,7 +170,7 @@ class Kube:
         label, patch = self._patches[obj["kind"]]
         API_WRITES.labels(label).inc()
         meta = obj["metadata"]
-        return await read_json(patch(meta["name"], meta["namespace"], obj, field_manager=FIELD_MANAGER, force=True,
+        return await read_json(patch(meta["name"], meta.get("namespace"), obj, field_manager=FIELD_MANAGER, force=True,
                                      _preload_content=False, _content_type=APPLY))
 
     # network attachments

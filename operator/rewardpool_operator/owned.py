@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from rewardpool_worker.contract import control_secret_name
 
 from . import reasons as R
-from .builders import (attachment_ref, model_source, control_secret, control_token, disruption_budget, headless_service,
+from .builders import (attachment_ref, model_caches, model_source, control_secret, control_token, disruption_budget, headless_service,
                        network_attachment, score_service)
 from .findings import Problem
 from .kube import Kube, NadCrdMissing
+from .modelcache import cache_problem, local_claim, local_volume
 from .observed import Network
 from .spec import Pool
 
@@ -81,8 +82,8 @@ async def ensure(kube: Kube, obj: dict, applied: dict[str, Applied]) -> str:
     """Apply one owned object if it needs it; "created", "updated" or "unchanged". `applied` is the pool's
     record of its last applies (PoolMemory.applied), updated here."""
     meta = obj["metadata"]
-    key = f"{obj['kind']}/{meta['namespace']}/{meta['name']}"
-    live = await kube.get_owned(obj["kind"], meta["namespace"], meta["name"])
+    key = f"{obj['kind']}/{meta.get('namespace', '')}/{meta['name']}"
+    live = await kube.get_owned(obj["kind"], meta.get("namespace", ""), meta["name"])
     if not needs_apply(obj, live, applied.get(key)):
         applied[key] = Applied(obj, live["metadata"].get("resourceVersion", ""))
         return "unchanged"
@@ -104,7 +105,8 @@ async def ensure_owned(kube: Kube, pool: Pool, generation: int, applied: dict[st
         events.append(("Normal", R.DISRUPTION_BUDGET_CREATED, f"created PodDisruptionBudget {pool.name}"))
     token, token_problem = await _ensure_control_token(kube, pool, events)
     problems = [x for x in (token_problem, await _pod_security(kube, pool), await _tenant_tokens(kube, pool),
-                            await _model_claims(kube, pool)) if x is not None]
+                            await _model_claims(kube, pool), await _model_caches(kube, pool, applied, events))
+                if x is not None]
     return Owned(network, token, problems, generation, time.monotonic())
 
 
@@ -172,6 +174,31 @@ async def _model_claims(kube: Kube, pool: Pool) -> Problem | None:
         return None
     return Problem(R.MODEL_UNAVAILABLE, f"scorer.model.pvc: PersistentVolumeClaim {', '.join(missing)} not found in "
                    f"namespace {pool.namespace}: the worker pods wait Pending until it exists")
+
+
+async def _model_caches(kube: Kube, pool: Pool, applied: dict[str, Applied], events: list) -> Problem | None:
+    """For each RewardModelCache a scorer's model comes from: its local volume and the claim bound to it in the
+    pool's namespace, and whether some node holds a Ready copy. Not blocking: the pods are placed on the nodes
+    whose copy is Ready (Required: they wait Pending until one is)."""
+    said = []
+    for name in sorted(model_caches(pool)):
+        cache = await kube.get_cache(name)
+        if (why := cache_problem(name, cache)) is not None:
+            said.append(why)
+        if cache is None or cache["metadata"].get("deletionTimestamp"):
+            continue
+        volume = local_volume(name, pool.namespace)
+        live = await kube.get_owned("PersistentVolume", "", volume["metadata"]["name"])
+        if live is not None and (live.get("status") or {}).get("phase") == "Released":
+            await kube.delete_volume(volume["metadata"]["name"])  # its claim was deleted: make both again
+            applied.pop(f"PersistentVolume//{volume['metadata']['name']}", None)
+        if await ensure(kube, volume, applied) == "created":
+            events.append(("Normal", R.MODEL_CACHE_BOUND, f"created local volume {volume['metadata']['name']} of "
+                           f"RewardModelCache {name}"))
+        await ensure(kube, local_claim(name, pool.namespace), applied)
+    if not said:
+        return None
+    return Problem(R.MODEL_UNAVAILABLE, "scorer.model.cache: " + "; ".join(said))
 
 
 async def _pod_security(kube: Kube, pool: Pool) -> Problem | None:

@@ -7,6 +7,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from rewardpool_worker.contract import API_VERSION, KIND, POOL_LABEL, SECRET_ARGS
 
+from .modelcache import claim_name
+
 HASH_LABEL = "rewardpool.io/template-hash"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "rewardpool-operator"}
@@ -37,34 +39,53 @@ class ImageModel(_M):
     pullPolicy: Literal["Always", "IfNotPresent", "Never"] | None = None
 
 
+class CacheModel(_M):
+    """A RewardModelCache: the copy its node agent keeps on the nodes' disks, mounted read-only from the node the
+    pod runs on. Required: pods go only to nodes whose copy is Ready; Preferred: there first, elsewhere the worker
+    waits (ModelUnavailable) until the node's copy arrives."""
+    name: str = Field(min_length=1, max_length=63)
+    subPath: str = ""
+    placement: Literal["Required", "Preferred"] = "Required"
+
+
 class ModelSource(_M):
     """Where a scorer's weights come from; the operator mounts it at MODELS_ROOT/<component> and points the scorer
     there (`modelPath` is the plain-path form: a directory the user mounts)."""
     pvc: PvcModel | None = None
     image: ImageModel | None = None
+    cache: CacheModel | None = None
 
     @model_validator(mode="after")
     def _one(self):
-        if (self.pvc is None) == (self.image is None):
-            raise ValueError("scorer.model names exactly one source: pvc or image")
+        if sum(x is not None for x in (self.pvc, self.image, self.cache)) != 1:
+            raise ValueError("scorer.model names exactly one source: pvc, image or cache")
         return self
 
     def volume(self, name: str) -> dict:
         if self.pvc is not None:
             return {"name": name, "persistentVolumeClaim": {"claimName": self.pvc.claimName, "readOnly": True}}
+        if self.cache is not None:  # the claim the operator binds to the cache's local volume in this namespace
+            return {"name": name, "persistentVolumeClaim": {"claimName": claim_name(self.cache.name),
+                                                            "readOnly": True}}
         image = {"reference": self.image.reference, **({"pullPolicy": self.image.pullPolicy}
                                                         if self.image.pullPolicy else {})}
         return {"name": name, "image": image}
 
     @property
     def sub_path(self) -> str:
-        return self.pvc.subPath.strip("/") if self.pvc is not None else ""
+        if self.pvc is not None:
+            return self.pvc.subPath.strip("/")
+        return self.cache.subPath.strip("/") if self.cache is not None else ""
 
     @property
     def identity(self) -> dict:
-        """What decides the weights a scorer loads (its version): the claim and path, or the image reference."""
-        return {"pvc": self.pvc.claimName, "subPath": self.sub_path} if self.pvc is not None \
-            else {"image": self.image.reference}
+        """What decides the weights a scorer loads (its version): the claim and path, the cache and path, or the
+        image reference."""
+        if self.pvc is not None:
+            return {"pvc": self.pvc.claimName, "subPath": self.sub_path}
+        if self.cache is not None:
+            return {"cache": self.cache.name, "subPath": self.sub_path}
+        return {"image": self.image.reference}
 
 
 class _ScorerFields(_M):

@@ -56,12 +56,37 @@ SA = f"system:serviceaccount:{OPERATOR_NS}:{RELEASE}-rewardpool-operator"
     ("list", "nodes", True), ("create", "events", True), ("patch", "rewardpools.rewardpool.io --subresource=scale", True),
     ("update", "rewardpools.rewardpool.io --subresource=finalizers", True), ("create", "poddisruptionbudgets.policy", True),
     ("get", "secrets", True), ("list", "secrets", False), ("get", "persistentvolumeclaims", True),
-    ("list", "persistentvolumeclaims", False), ("create", "persistentvolumeclaims", False), ("delete", "secrets", False), ("update", "rewardpools.rewardpool.io", False),
+    ("list", "persistentvolumeclaims", False), ("create", "persistentvolumeclaims", True), ("delete", "secrets", False), ("update", "rewardpools.rewardpool.io", False),
     ("create", "deployments.apps", False), ("delete", "nodes", False), ("create", "clusterrolebindings", False),
+    ("create", "persistentvolumes", True), ("delete", "persistentvolumes", True), ("watch", "rewardmodelcaches.rewardpool.io", True),
+    ("patch", "rewardmodelcaches.rewardpool.io --subresource=status", True), ("delete", "rewardmodelcaches.rewardpool.io", False),
+    ("patch", "nodes", False), ("create", "daemonsets.apps", False),
 ])
 def test_chart_rbac_is_least_privilege(chart, verb, resource, allowed):
     res = kubectl(chart, "auth", "can-i", verb, *resource.split(), f"--as={SA}", "-n", "default", check=False)
     assert res.stdout.strip() == ("yes" if allowed else "no"), (verb, resource, res.stdout, res.stderr)
+
+
+AGENT = f"system:serviceaccount:{OPERATOR_NS}:{RELEASE}-rewardpool-operator-agent"
+
+
+@pytest.mark.parametrize("verb,resource,namespace,allowed", [
+    ("patch", "nodes", "", True), ("get", "nodes", "", True), ("list", "nodes", "", False), ("delete", "nodes", "", False),
+    ("list", "rewardmodelcaches.rewardpool.io", "", True), ("patch", "rewardmodelcaches.rewardpool.io", "", False),
+    ("patch", "rewardmodelcaches.rewardpool.io --subresource=status", "", True),
+    ("delete", "rewardmodelcaches.rewardpool.io", "", False),
+    ("create", "pods", OPERATOR_NS, True), ("delete", "pods", OPERATOR_NS, True), ("create", "pods", "default", False),
+    ("get", "persistentvolumeclaims", OPERATOR_NS, True), ("get", "persistentvolumeclaims", "default", False),
+    ("get", "secrets", OPERATOR_NS, False), ("list", "rewardpools.rewardpool.io", "default", False),
+    ("create", "persistentvolumes", "", False),
+])
+def test_the_cache_agent_may_touch_only_its_nodes_caches_status_and_copy_pods(chart, verb, resource, namespace,
+                                                                               allowed):
+    """The node agent's identity: its node's labels and its entries of cache status, copy pods and their source
+    claims in the operator's namespace only; no Secrets, no pools, no volumes."""
+    ns = ["-n", namespace] if namespace else []
+    res = kubectl(chart, "auth", "can-i", verb, *resource.split(), f"--as={AGENT}", *ns, check=False)
+    assert res.stdout.strip() == ("yes" if allowed else "no"), (verb, resource, namespace, res.stdout, res.stderr)
 
 
 def test_operator_identity_is_denied_secrets(operator):

@@ -285,7 +285,9 @@ def test_the_operator_refuses_exactly_what_pod_security_rejects(api, enforcing):
 
 @pytest.mark.parametrize("model", [None, {"pvc": {"claimName": "weights", "subPath": "clip"}},
                                    {"image": {"reference": "registry.example/models/pickscore:v1",
-                                              "pullPolicy": "IfNotPresent"}}], ids=["no-source", "pvc", "image"])
+                                              "pullPolicy": "IfNotPresent"}},
+                                   {"cache": {"name": "pick", "placement": "Preferred"}}],
+                         ids=["no-source", "pvc", "image", "cache"])
 def test_the_operators_own_pod_is_admitted_at_both_levels_once_ipc_lock_is_excepted(api, enforcing, model):
     """The other direction of the exception: the pod the operator renders from an empty podTemplate is
     rejected for IPC_LOCK alone, and admitted without it; with the scorer's model from a PVC or an OCI image

@@ -32,8 +32,9 @@ class FakeKube:
     def put(self, obj: dict) -> dict:
         """Store an object as someone else wrote it (no write recorded)."""
         meta = obj["metadata"]
-        self.objects[(obj["kind"], meta["namespace"], meta["name"])] = copy.deepcopy(obj)
-        return self._stamp(self.objects[(obj["kind"], meta["namespace"], meta["name"])])
+        key = (obj["kind"], meta.get("namespace", ""), meta["name"])
+        self.objects[key] = copy.deepcopy(obj)
+        return self._stamp(self.objects[key])
 
     def get(self, kind: str, namespace: str, name: str) -> dict | None:
         obj = self.objects.get((kind, namespace, name))
@@ -51,11 +52,20 @@ class FakeKube:
     async def apply(self, obj: dict) -> dict:
         """Server-side apply, as far as these objects need it: the fields set replace the live ones."""
         meta = obj["metadata"]
+        key = (obj["kind"], meta.get("namespace", ""), meta["name"])
         self.writes.append(("apply", obj["kind"], meta["name"]))
-        live = self.objects.get((obj["kind"], meta["namespace"], meta["name"])) or {}
+        live = self.objects.get(key) or {}
         merged = {**live, **copy.deepcopy(obj), "metadata": {**live.get("metadata", {}), **copy.deepcopy(meta)}}
-        self.objects[(obj["kind"], meta["namespace"], meta["name"])] = merged
+        self.objects[key] = merged
         return self._stamp(merged)
+
+    # model caches (cluster-scoped: namespace "")
+    async def get_cache(self, name: str) -> dict | None:
+        return self.get("RewardModelCache", "", name)
+
+    async def delete_volume(self, name: str) -> None:
+        self.writes.append(("delete", "PersistentVolume", name))
+        self.objects.pop(("PersistentVolume", "", name), None)
 
     async def get_nad(self, namespace: str, name: str) -> dict | None:
         return await self.get_owned("NetworkAttachmentDefinition", namespace, name)

@@ -406,6 +406,40 @@ def test_a_model_source_is_mounted_read_only_where_the_scorer_reads():
             if m["name"] == "rewardpool-model-0"] == [("/models/pickscore", "clip"), ("/models/hps", "hps")]
 
 
+def test_a_cache_source_mounts_the_nodes_copy_and_places_pods_where_it_is_ready():
+    """scorer.model.cache: the claim bound to the cache's local volume, read-only with its subPath; pods required
+    (default) or preferred on nodes whose copy is Ready; a mixture naming one cache twice mounts it once and is
+    required there if any component requires it; the placement is part of what rolls workers."""
+    p = pool(scorer={"name": "pickscore", "model": {"cache": {"name": "pick", "subPath": "clip"}}})
+    _, pod = render(p)
+    assert {"name": "rewardpool-model-0", "persistentVolumeClaim": {"claimName": "rewardpool-cache-pick",
+                                                                    "readOnly": True}} in pod["spec"]["volumes"]
+    assert {"name": "rewardpool-model-0", "mountPath": "/models/pickscore", "readOnly": True, "subPath": "clip"} \
+        in pod["spec"]["containers"][0]["volumeMounts"]
+    term = {"key": "cache.rewardpool.io/pick", "operator": "In", "values": ["Ready"]}
+    assert pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == \
+        {"nodeSelectorTerms": [{"matchExpressions": [term]}]}
+    assert pod["spec"]["nodeSelector"] == p.spec.placement.rdmaNodeSelector  # still RDMA nodes too
+
+    pref = pool(scorer={"name": "pickscore", "model": {"cache": {"name": "pick", "placement": "Preferred"}}})
+    _, ppod = render(pref)
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in ppod["spec"]["affinity"]["nodeAffinity"]
+    assert ppod["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0][
+        "preference"] == {"matchExpressions": [term]}
+    assert builders.template_hash(ppod) != builders.template_hash(pod)
+
+    mix = pool(scorer={"batchSize": 4}, scorers=[
+        {"name": "pickscore", "model": {"cache": {"name": "w", "subPath": "clip", "placement": "Preferred"}}},
+        {"name": "hps", "model": {"cache": {"name": "w", "subPath": "hps"}}}])
+    assert builders.model_caches(mix) == {"w": "Required"}
+    _, mpod = render(mix)
+    assert [v["name"] for v in mpod["spec"]["volumes"] if v["name"].startswith("rewardpool-model-")] == \
+        ["rewardpool-model-0"]
+    assert "affinity" not in render(pool(scorer={"name": "pickscore", "modelPath": "/m"}))[1]["spec"]
+    with pytest.raises(ValueError, match="exactly one source"):
+        pool(scorer={"name": "pickscore", "model": {"cache": {"name": "w"}, "pvc": {"claimName": "w"}}})
+
+
 def test_the_scorer_version_follows_the_model_source():
     """Another image or claim is another model: the scorer version (and so a roll, with shadow scoring when asked)
     changes with the source's reference, not only with modelPath; pools without a source keep their version."""
@@ -416,6 +450,9 @@ def test_the_scorer_version_follows_the_model_source():
     assert v(model={"pvc": {"claimName": "w"}}) != v(model={"pvc": {"claimName": "w", "subPath": "v2"}})
     assert v(model={"pvc": {"claimName": "w"}}) != v(model={"pvc": {"claimName": "w2"}})
     assert v(modelPath="/models/pickscore") != v(model={"pvc": {"claimName": "w"}})  # same path, not the same thing
+    assert v(model={"cache": {"name": "w"}}) != v(model={"pvc": {"claimName": "w"}})
+    assert v(model={"cache": {"name": "w"}}) != v(model={"cache": {"name": "w", "subPath": "v2"}})
+    assert v(model={"cache": {"name": "w"}}) == v(model={"cache": {"name": "w", "placement": "Preferred"}})
 
 
 def test_a_model_source_and_a_path_are_refused_together_and_template_cannot_take_its_volume():
@@ -435,7 +472,7 @@ def test_a_model_source_and_a_path_are_refused_together_and_template_cannot_take
 def test_model_sources_stay_within_restricted_pod_security():
     from rewardpool_operator import podsecurity
 
-    for source in ({"pvc": {"claimName": "w"}}, {"image": {"reference": "reg/m:1"}}):
+    for source in ({"pvc": {"claimName": "w"}}, {"image": {"reference": "reg/m:1"}}, {"cache": {"name": "pick"}}):
         p = pool(podSecurity="restricted", scorer={"name": "pickscore", "model": source})
         _, pod = render(p)
         assert podsecurity.violations(pod, "restricted", {"worker": frozenset({"IPC_LOCK"})}) == [], source

@@ -51,3 +51,48 @@ def test_a_deleted_pool_is_forgotten_with_its_expectations():
     c.pods.expect("ns", "p", "p-abcde", "create")
     c.pool_event("DELETED", body(11))
     assert KEY not in c.bodies and c.pods.unsettled("ns", "p") == []
+
+
+def test_a_caches_summary_follows_its_nodes_and_the_pools_that_name_it():
+    """The leader writes a cache's ready/digest/usedBy when its nodes change and when a pool starts or stops
+    naming it (also on the pool's deletion); a standby writes nothing; an unchanged summary is not written."""
+    import asyncio
+
+    from tests.unit.fakes import FakeKube
+
+    async def run():
+        kube = FakeKube()
+        c = Controller(kube=kube, pods=PodCache(), nodes=NodeCache())
+        c._start = lambda key: None  # bookkeeping only: no reconcile loops
+        d = "sha256:" + "0" * 64
+        kube.put({"kind": "RewardModelCache", "metadata": {"name": "pick"},
+                  "status": {"nodes": [{"node": "a", "phase": "Ready", "digest": d}]}})
+        written = []
+        kube.patch_cache_status = lambda name, fields: asyncio.sleep(0, written.append((name, fields)))
+        pool = lambda ns, name, cache: {"metadata": {"namespace": ns, "name": name, "resourceVersion": "1"},  # noqa
+                                        "spec": {"scorer": {"model": {"cache": {"name": cache}}}}}
+        c.pool_event("ADDED", pool("ns", "p1", "pick"))
+        c.pool_event("ADDED", pool("ns2", "p2", "pick"))
+        await asyncio.sleep(0.01)
+        assert c.cache_users("pick") == ["ns/p1", "ns2/p2"]
+        assert written[-1] == ("pick", {"ready": "1/1", "digest": d, "usedBy": "ns/p1, ns2/p2"})
+        kube.put({"kind": "RewardModelCache", "metadata": {"name": "pick"},
+                  "status": {"nodes": [{"node": "a", "phase": "Ready", "digest": d}], "ready": "1/1", "digest": d,
+                             "usedBy": "ns/p1, ns2/p2"}})
+        n = len(written)
+        await c.refresh_cache("pick")
+        assert len(written) == n  # nothing changed, nothing written
+        c.pool_event("DELETED", pool("ns2", "p2", "pick"))
+        await asyncio.sleep(0.01)
+        assert written[-1][1]["usedBy"] == "ns/p1"
+        kube.put({"kind": "RewardModelCache", "metadata": {"name": "other"}, "status": {}})
+        c.pool_event("MODIFIED", {**pool("ns", "p1", "other"), "metadata": {
+            "namespace": "ns", "name": "p1", "resourceVersion": "2", "generation": 2}})
+        await asyncio.sleep(0.01)
+        assert {w[0] for w in written[n:]} == {"pick", "other"} and c.cache_users("pick") == []
+        c.leading = False
+        n = len(written)
+        await c.refresh_cache("pick")
+        assert len(written) == n
+
+    asyncio.run(run())

@@ -292,3 +292,38 @@ def test_a_model_claim_that_does_not_exist_is_said_and_the_pods_still_come():
     w.pods_seen(ready=False)  # the pods the first pass created, waiting for their claim
     status = w.reconcile()
     assert not [c for c in status["conditions"] if c["reason"] == "ModelUnavailable"]
+
+
+def test_a_cache_model_binds_a_local_volume_and_says_why_it_waits():
+    """scorer.model.cache: the operator makes the cache's local volume and the claim bound to it in the pool's
+    namespace; until some node holds a Ready copy the pool says ModelUnavailable with each node's phase and reason
+    (pods still created: they wait Pending for a node with the copy); a Released volume (its claim was deleted)
+    is made again; a cache that does not exist is said too."""
+    w = World(scorer={"name": "pickscore", "model": {"cache": {"name": "pick"}}})
+    status = w.reconcile()
+    (c,) = [c for c in status["conditions"] if c["reason"] == "ModelUnavailable"]
+    assert "RewardModelCache pick not found" in c["message"]
+    assert w.kube.get("PersistentVolume", "", "rewardpool-cache-pick-ns") is None  # nothing to bind yet
+    w.kube.put({"apiVersion": "rewardpool.io/v1alpha1", "kind": "RewardModelCache", "metadata": {"name": "pick"},
+                "spec": {"source": {"pvc": {"claimName": "w"}}},
+                "status": {"nodes": [{"node": "n1", "phase": "Failed", "reason": "OutOfDisk",
+                                      "message": "needs 4 GB"}]}})
+    w.pods_seen(ready=False)
+    status = w.reconcile()
+    (c,) = [c for c in status["conditions"] if c["reason"] == "ModelUnavailable"]
+    assert "Ready on no node" in c["message"] and "n1: Failed OutOfDisk: needs 4 GB" in c["message"]
+    pv = w.kube.get("PersistentVolume", "", "rewardpool-cache-pick-ns")
+    pvc = w.kube.get("PersistentVolumeClaim", "ns", "rewardpool-cache-pick")
+    assert pv["spec"]["claimRef"]["name"] == pvc["metadata"]["name"] and pvc["spec"]["volumeName"] == \
+        pv["metadata"]["name"]
+    assert len(w.kube.pods()) == 2
+    cache = w.kube.get("RewardModelCache", "", "pick")
+    cache["status"]["nodes"][0] = {"node": "n1", "phase": "Ready", "reason": "Verified"}
+    w.kube.put(cache)
+    pv["status"] = {"phase": "Released"}
+    w.kube.put(pv)
+    w.pods_seen(ready=False)
+    status = w.reconcile()
+    assert not [c for c in status["conditions"] if c["reason"] == "ModelUnavailable"]
+    assert ("delete", "PersistentVolume", "rewardpool-cache-pick-ns") in w.kube.writes
+    assert "status" not in w.kube.get("PersistentVolume", "", "rewardpool-cache-pick-ns")  # made anew

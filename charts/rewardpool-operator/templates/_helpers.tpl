@@ -53,10 +53,11 @@ cannot select by label, so the write guard policy limits its Secret writes to co
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, create]
-# scorer.model.pvc: the claim exists (else the pool says ModelUnavailable while its pods wait)
+# scorer.model.pvc: the claim exists (else the pool says ModelUnavailable while its pods wait);
+# scorer.model.cache: the claim bound to the cache's local volume (deleted with the cache)
 - apiGroups: [""]
   resources: [persistentvolumeclaims]
-  verbs: [get]
+  verbs: [get, create, patch, delete]
 {{- end -}}
 
 {{/* Namespaces whose worker pods get the chart's NetworkPolicy. */}}
@@ -76,4 +77,15 @@ discovery (kopf). */}}
 - apiGroups: [apiextensions.k8s.io]
   resources: [customresourcedefinitions]
   verbs: [get, list, watch]
+# RewardModelCache: its pools' placement, its summary status, its deletion held while pools use it (kopf's
+# finalizer), its local volumes (one per namespace that uses it)
+- apiGroups: [rewardpool.io]
+  resources: [rewardmodelcaches]
+  verbs: [get, list, watch, patch]
+- apiGroups: [rewardpool.io]
+  resources: [rewardmodelcaches/status]
+  verbs: [patch]
+- apiGroups: [""]
+  resources: [persistentvolumes]
+  verbs: [get, list, create, patch, delete]
 {{- end -}}

@@ -1,0 +1,188 @@
+"""`rewardpool agent`: the node agent of the model cache (a DaemonSet of the chart, in the operator's namespace).
+Each pass: observe (the node, the caches, this node's copy pods, the node's cache directory) -> plan per cache
+(modelcache.plan_node) -> apply (copy pods, the node's Ready labels, removal of copies no cache wants) -> status
+(this node's entry of each cache's status.nodes, by server-side apply under a field manager of its own, so agents
+on many nodes never overwrite each other's entries)."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from .modelcache import (API_VERSION, CACHE_LABEL, COPY_REASONS, KIND, NODE_LABEL_PREFIX, PLURAL, CopyPod, DiskState,
+                         copy_pod, data_dir, node_label, node_selector, partial_dir, plan_node, progress_file,
+                         ready_file, selects, source_identity)
+from .cachecopy import intact
+from rewardpool_worker.contract import GROUP, VERSION
+
+log = logging.getLogger("rewardpool.agent")
+APPLY = "application/apply-patch+yaml"
+MERGE = "application/merge-patch+json"
+
+
+def read_disk(root: Path, cache: str) -> DiskState:
+    ready = progress = None
+    try:
+        ready = json.loads((root / ready_file(cache)).read_text())
+    except (OSError, ValueError):
+        pass
+    try:
+        progress = json.loads((root / progress_file(cache)).read_text())
+    except (OSError, ValueError):
+        pass
+    partial = 0
+    for dirpath, _, names in os.walk(root / partial_dir(cache)):
+        for n in names:
+            try:
+                partial += os.lstat(os.path.join(dirpath, n)).st_size
+            except OSError:
+                pass
+    return DiskState(ready=ready, ready_intact=ready is not None and intact(root, cache, ready),
+                     partial_bytes=partial, total_bytes=(progress or {}).get("totalBytes"))
+
+
+def pod_state(pod: dict, now: datetime) -> CopyPod:
+    """The copy pod as plan_node reads it: its phase, and why it waits or how it ended."""
+    status = pod.get("status") or {}
+    reason = message = ""
+    age = 0.0
+    for cs in status.get("containerStatuses") or []:
+        state = cs.get("state") or {}
+        if "waiting" in state:
+            reason, message = state["waiting"].get("reason", ""), state["waiting"].get("message", "")
+        if "terminated" in state:
+            term = state["terminated"]
+            said = (term.get("message") or "").strip()
+            head, sep, rest = said.partition(": ")
+            reason, message = (head, rest) if sep and head in COPY_REASONS else (term.get("reason", ""), said)
+            if term.get("finishedAt"):
+                ended = datetime.fromisoformat(term["finishedAt"].replace("Z", "+00:00"))
+                age = (now - ended).total_seconds()
+    annotations = pod.get("metadata", {}).get("annotations") or {}
+    return CopyPod(identity=annotations.get("rewardpool.io/cache-identity", ""),
+                   phase=status.get("phase", "Pending"), reason=reason, message=message, finished_age=age)
+
+
+class Agent:
+    def __init__(self, api: client.ApiClient, node: str, namespace: str, image: str, root: Path, host_root: str,
+                 default_selector: dict[str, str]):
+        self.core, self.custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+        self.node, self.namespace, self.image = node, namespace, image
+        self.root, self.host_root, self.default_selector = root, host_root, default_selector
+        self.manager = f"rewardpool-agent-{node}"[:128]
+        self._said: dict[str, dict] = {}  # cache -> the entry last applied
+
+    async def step(self) -> None:
+        node = await self.core.read_node(self.node)
+        labels = dict(node.metadata.labels or {})
+        caches = (await self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL))["items"]
+        pods = (await self.core.list_namespaced_pod(
+            self.namespace, label_selector=CACHE_LABEL, field_selector=f"spec.nodeName={self.node}",
+            _preload_content=False))
+        pods = {p["metadata"]["labels"][CACHE_LABEL]: p for p in json.loads(await pods.read())["items"]}
+        now = datetime.now(timezone.utc)
+        wanted = set()
+        want_labels: dict[str, str | None] = {}
+        for cache in caches:
+            name = cache["metadata"]["name"]
+            spec = cache.get("spec") or {}
+            if cache["metadata"].get("deletionTimestamp") or not selects(node_selector(spec, self.default_selector),
+                                                                          labels):
+                continue
+            wanted.add(name)
+            (self.root / data_dir(name)).mkdir(parents=True, exist_ok=True)  # a local PV mounts it even when empty
+            identity = source_identity(spec)
+            pod = pods.get(name)
+            plan = plan_node(self.node, identity, spec.get("digest"), read_disk(self.root, name),
+                             pod_state(pod, now) if pod else None, await self._source_missing(spec))
+            if plan.delete_pod and pod is not None:
+                await self._delete_pod(pod["metadata"]["name"])
+            if plan.create_pod:
+                await self.core.create_namespaced_pod(
+                    self.namespace, copy_pod(cache, self.node, self.namespace, self.image, self.host_root, identity))
+                log.info("copy started", extra={"cache": name, "node": self.node})
+            want_labels[node_label(name)] = plan.entry["phase"]
+            await self._say(name, plan.entry)
+        # What no cache wants on this node any more: its copy, its label, its pod, its status entry.
+        for name, pod in pods.items():
+            if name not in wanted:
+                await self._delete_pod(pod["metadata"]["name"])
+        for entry in self.root.iterdir() if self.root.is_dir() else []:
+            if entry.is_dir() and entry.name not in wanted:
+                shutil.rmtree(entry, ignore_errors=True)
+                log.info("copy removed", extra={"cache": entry.name, "node": self.node})
+        for key in labels:
+            if key.startswith(NODE_LABEL_PREFIX) and key[len(NODE_LABEL_PREFIX):] not in wanted:
+                want_labels[key] = None
+        for cache in caches:  # entries of this node in caches it no longer keeps (also from before a restart)
+            name = cache["metadata"]["name"]
+            if name not in wanted and any(e.get("node") == self.node
+                                          for e in (cache.get("status") or {}).get("nodes") or []):
+                self._said[name] = {}
+                await self._say(name, None)
+        change = {k: v for k, v in want_labels.items() if labels.get(k) != v}
+        if change:
+            await self.core.patch_node(self.node, {"metadata": {"labels": change}},
+                                       _content_type=MERGE)
+
+    async def _source_missing(self, spec: dict) -> str | None:
+        claim = ((spec.get("source") or {}).get("pvc") or {}).get("claimName")
+        if not claim:
+            return None
+        try:
+            await self.core.read_namespaced_persistent_volume_claim(claim, self.namespace)
+        except ApiException as e:
+            if e.status == 404:
+                return f"PersistentVolumeClaim {claim} not found in namespace {self.namespace} (the cache's source)"
+            raise
+        return None
+
+    async def _delete_pod(self, name: str) -> None:
+        try:
+            await self.core.delete_namespaced_pod(name, self.namespace)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
+    async def _say(self, cache: str, entry: dict | None) -> None:
+        """This node's entry of the cache's status.nodes (None: no entry), applied when it changed."""
+        if self._said.get(cache) == entry:
+            return
+        body = {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": cache},
+                "status": {"nodes": [entry] if entry else []}}
+        try:
+            await self.custom.patch_cluster_custom_object_status(
+                GROUP, VERSION, PLURAL, cache, body, field_manager=self.manager, force=True,
+                _content_type=APPLY)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+        if entry is None:
+            self._said.pop(cache, None)
+        else:
+            self._said[cache] = entry
+
+
+async def run(args) -> int:
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config()
+    else:
+        await config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
+    selector = dict(kv.split("=", 1) for kv in args.default_node_selector or [])
+    async with client.ApiClient() as api:
+        agent = Agent(api, args.node, args.namespace, args.image, Path(args.root), args.host_root, selector)
+        while True:
+            try:
+                await agent.step()
+            except (ApiException, OSError) as e:  # the API server blinked, a directory vanished: next pass
+                log.warning("agent pass failed: %s", e)
+            if args.once:
+                return 0
+            await asyncio.sleep(args.interval)

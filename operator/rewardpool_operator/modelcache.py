@@ -1,0 +1,295 @@
+"""The node-local model cache (RewardModelCache): names, the node layout, and the pure builders and plan that the
+node agent (cacheagent.py), the copy pod (cachecopy.py) and the pool's reconcile (owned.py, builders.py) share.
+
+A cache names a source (a PersistentVolumeClaim in the operator's namespace, or an OCI image) and the nodes that
+should hold it. On each such node the agent keeps a copy under ROOT/<cache>/data: a copy pod (in the operator's
+namespace, the only place a hostPath is allowed) copies the source into ROOT/<cache>/partial, verifies it (size and
+a digest) and moves it into data; the agent reports the node's phase in the cache's status and as the node's label
+NODE_LABEL_PREFIX<cache> (Pending, Downloading, Ready, Failed). A pool whose scorer.model is `cache:` mounts the copy through a local
+PersistentVolume (one per cache and namespace, bound to the claim CLAIM_PREFIX<cache> in the pool's namespace) and
+is placed on nodes where that label is Ready (required, or preferred)."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from rewardpool_worker.contract import GROUP, VERSION
+
+KIND, PLURAL = "RewardModelCache", "rewardmodelcaches"
+API_VERSION = f"{GROUP}/{VERSION}"
+ROOT = "/var/lib/rewardpool/models"  # on the node (the agent's hostPath)
+NODE_LABEL_PREFIX = "cache.rewardpool.io/"  # + cache name = the node's phase (READY: its copy is verified)
+READY = "Ready"
+CACHE_LABEL = "rewardpool.io/model-cache"  # on the PVs, claims and copy pods of a cache: its name
+CLAIM_PREFIX = "rewardpool-cache-"
+STORAGE_CLASS = "rewardpool-model-cache"  # no provisioner: the operator makes each volume and its claim
+NOMINAL_SIZE = "1Ki"  # a local PV's capacity only has to cover its claim's request; the copy's bytes are in status
+PHASES = ("Pending", "Downloading", "Ready", "Failed")
+COPY_CONTAINER = "copy"
+SOURCE_MOUNT = "/source"  # in the copy pod
+NODE_MOUNT = "/cache"  # in the agent and the copy pod: ROOT
+
+
+def node_label(cache: str) -> str:
+    return NODE_LABEL_PREFIX + cache
+
+
+def claim_name(cache: str) -> str:
+    return CLAIM_PREFIX + cache
+
+
+def volume_name(cache: str, namespace: str) -> str:
+    return f"{CLAIM_PREFIX}{cache}-{namespace}"
+
+
+# The layout of one cache on a node (relative to the root)
+def data_dir(cache: str) -> str:
+    return f"{cache}/data"
+
+
+def partial_dir(cache: str) -> str:
+    return f"{cache}/partial"
+
+
+def ready_file(cache: str) -> str:
+    return f"{cache}/ready.json"
+
+
+def progress_file(cache: str) -> str:
+    return f"{cache}/progress.json"
+
+
+def source_identity(spec: dict) -> str:
+    """What decides the bytes a copy holds: the source (claim and path, or image reference) and the expected
+    digest. A copy made from another identity is stale and made again."""
+    src = spec.get("source") or {}
+    if "pvc" in src:
+        key = f"pvc:{src['pvc'].get('claimName')}:{(src['pvc'].get('subPath') or '').strip('/')}"
+    else:
+        key = f"image:{(src.get('image') or {}).get('reference')}"
+    return hashlib.sha256(f"{key}|{spec.get('digest') or ''}".encode()).hexdigest()[:16]
+
+
+def node_selector(spec: dict, default: dict[str, str]) -> dict[str, str]:
+    """The labels a node must carry to hold the copy (default: the RDMA nodes' label)."""
+    sel = spec.get("nodeSelector")
+    return dict(default if sel is None else sel)
+
+
+def selects(selector: dict[str, str], node_labels: dict[str, str]) -> bool:
+    return all(node_labels.get(k) == v for k, v in selector.items())
+
+
+# The agent's decision for one cache on its node: a table of cases (tests/unit/test_modelcache.py).
+@dataclass(frozen=True)
+class DiskState:
+    """What the node's directory says: the verified copy's manifest (ready.json) if any, and a copy in progress."""
+    ready: dict | None = None  # {"identity", "digest", "bytes", "files", "seconds"}
+    ready_intact: bool = True  # every file of the manifest is there with its size
+    partial_bytes: int = 0
+    total_bytes: int | None = None  # from progress.json, once the copy pod has measured the source
+
+
+@dataclass(frozen=True)
+class CopyPod:
+    """The copy pod for this cache on this node, as the agent sees it."""
+    identity: str  # the source identity it copies
+    phase: str  # Pending, Running, Succeeded, Failed
+    reason: str = ""  # a waiting reason (ErrImagePull...) or the terminated container's reason
+    message: str = ""  # its termination message or the waiting message
+    finished_age: float = 0.0  # seconds since it ended
+
+
+@dataclass
+class NodePlan:
+    entry: dict  # the node's entry in status.nodes
+    create_pod: bool = False
+    delete_pod: bool = False
+    actions: list[str] = field(default_factory=list)
+
+
+# What a copy pod's termination message may start with ("<reason>: <message>", cachecopy.CopyError)
+COPY_REASONS = {"SourceNotFound", "SourceEmpty", "OutOfDisk", "CopyFailed", "VerifyFailed", "DigestMismatch"}
+RETRY_SECONDS = 60.0  # a failed copy is tried again this long after it ended
+# Waiting reasons of a copy pod's container that will not resolve by themselves
+STUCK_WAITING = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
+                 "CreateContainerError"}
+
+
+def plan_node(node: str, identity: str, digest: str | None, disk: DiskState, pod: CopyPod | None,
+              source_missing: str | None = None) -> NodePlan:
+    """What the agent does for a cache its node should hold, and the node's status entry. `source_missing`: why
+    the source cannot be read at all (its claim does not exist), checked before a copy pod would wait on it."""
+    ready = disk.ready
+    if ready is not None and ready.get("identity") == identity and disk.ready_intact \
+            and (digest is None or ready.get("digest") == digest):
+        return NodePlan({"node": node, "phase": "Ready", "bytes": ready.get("bytes", 0),
+                         "totalBytes": ready.get("bytes", 0), "digest": ready.get("digest"), "reason": "Verified",
+                         "message": f"{ready.get('files', 0)} files verified in {ready.get('seconds', 0):.1f} s"},
+                        delete_pod=pod is not None and pod.phase in ("Succeeded", "Failed"))
+    stale = pod is not None and pod.identity != identity
+    if source_missing is not None:
+        return NodePlan({"node": node, "phase": "Failed", "reason": "SourceNotFound", "message": source_missing},
+                        delete_pod=pod is not None)
+    if pod is None or stale:
+        return NodePlan({"node": node, "phase": "Pending", "reason": "CopyStarting",
+                         "message": "a copy pod is being created on the node"}, create_pod=not stale,
+                        delete_pod=stale)
+    if pod.phase == "Failed" or (pod.phase == "Succeeded"):  # succeeded without a valid copy: failed verification
+        reason = pod.reason or ("CopyFailed" if pod.phase == "Failed" else "NotVerified")
+        message = pod.message or "the copy pod ended without a verified copy"
+        retry = pod.finished_age >= RETRY_SECONDS
+        return NodePlan({"node": node, "phase": "Failed", "reason": reason, "message": message},
+                        delete_pod=retry)
+    if pod.reason in STUCK_WAITING:
+        return NodePlan({"node": node, "phase": "Failed", "reason": pod.reason,
+                         "message": pod.message or "the copy pod cannot start"}, delete_pod=False)
+    if pod.phase == "Running" or disk.partial_bytes:
+        total = disk.total_bytes
+        entry = {"node": node, "phase": "Downloading", "bytes": disk.partial_bytes, "reason": "Copying",
+                 "message": f"{disk.partial_bytes} of {total if total is not None else '?'} bytes"}
+        if total is not None:
+            entry["totalBytes"] = total
+        return NodePlan(entry)
+    return NodePlan({"node": node, "phase": "Pending", "reason": pod.reason or "CopyStarting",
+                     "message": pod.message or "the copy pod is starting"})
+
+
+def summary(entries: list[dict]) -> str:
+    """The cache's READY column: nodes Ready of nodes reporting."""
+    return f"{sum(1 for e in entries if e.get('phase') == 'Ready')}/{len(entries)}"
+
+
+# Objects the agent and the operator write
+def copy_pod(cache: dict, node: str, namespace: str, image: str, root: str, identity: str,
+             service_account: str | None = None) -> dict:
+    """The pod that copies a cache's source onto one node: pinned to the node (nodeName, no scheduling), the
+    source mounted read-only, the node's cache root from a hostPath. Never restarted: the agent reads its end."""
+    name = cache["metadata"]["name"]
+    spec = cache.get("spec") or {}
+    src = spec.get("source") or {}
+    if "pvc" in src:
+        source = {"persistentVolumeClaim": {"claimName": src["pvc"]["claimName"], "readOnly": True}}
+        sub = (src["pvc"].get("subPath") or "").strip("/")
+    else:
+        image_src = {"reference": src["image"]["reference"]}
+        if src["image"].get("pullPolicy"):
+            image_src["pullPolicy"] = src["image"]["pullPolicy"]
+        source, sub = {"image": image_src}, ""
+    args = ["cache-copy", "--cache", name, "--root", NODE_MOUNT, "--source", SOURCE_MOUNT, "--identity", identity,
+            "--node", node]
+    if spec.get("digest"):
+        args += ["--digest", spec["digest"]]
+    pod = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": copy_pod_name(name, node), "namespace": namespace,
+                     "labels": {CACHE_LABEL: name, "app.kubernetes.io/component": "model-cache-copy",
+                                "app.kubernetes.io/managed-by": "rewardpool-agent"},
+                     "annotations": {"rewardpool.io/cache-identity": identity, "rewardpool.io/cache-node": node}},
+        "spec": {
+            "nodeName": node, "restartPolicy": "Never", "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            # root without capabilities: the node's cache directory is root's (made by the kubelet or the agent)
+            "securityContext": {"runAsUser": 0, "runAsNonRoot": False, "seccompProfile": {"type": "RuntimeDefault"}},
+            "tolerations": [{"operator": "Exists"}],  # it goes where the agent runs
+            "containers": [{
+                "name": COPY_CONTAINER, "image": image, "args": args,
+                "terminationMessagePolicy": "FallbackToLogsOnError",
+                "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                    "capabilities": {"drop": ["ALL"]}},
+                "volumeMounts": [{"name": "source", "mountPath": SOURCE_MOUNT, "readOnly": True,
+                                  **({"subPath": sub} if sub else {})},
+                                 {"name": "cache", "mountPath": NODE_MOUNT}],
+            }],
+            "volumes": [{"name": "source", **source},
+                        {"name": "cache", "hostPath": {"path": root, "type": "DirectoryOrCreate"}}],
+        },
+    }
+    if service_account:
+        pod["spec"]["serviceAccountName"] = service_account
+    return pod
+
+
+def copy_pod_name(cache: str, node: str) -> str:
+    return f"rewardpool-copy-{cache[:30]}-{hashlib.sha256(node.encode()).hexdigest()[:8]}"
+
+
+def local_volume(name: str, namespace: str, root: str = ROOT) -> dict:
+    """The local PersistentVolume of a cache's copy for the pools of one namespace, pre-bound to its claim there.
+    It may be used on the nodes whose agent keeps the cache (they carry its label, whatever the phase, and its
+    directory); which of them hold a Ready copy is the pods' placement."""
+    return {
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": volume_name(name, namespace),
+                     "labels": {CACHE_LABEL: name, "app.kubernetes.io/managed-by": "rewardpool-operator"}},
+        "spec": {
+            "capacity": {"storage": NOMINAL_SIZE}, "accessModes": ["ReadOnlyMany"],
+            "persistentVolumeReclaimPolicy": "Retain", "storageClassName": STORAGE_CLASS,
+            "volumeMode": "Filesystem",
+            "local": {"path": f"{root.rstrip('/')}/{data_dir(name)}"},
+            "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": namespace,
+                         "name": claim_name(name)},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": node_label(name), "operator": "Exists"}]}]}},
+        },
+    }
+
+
+def local_claim(cache_name: str, namespace: str) -> dict:
+    return {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": claim_name(cache_name), "namespace": namespace,
+                     "labels": {CACHE_LABEL: cache_name, "app.kubernetes.io/managed-by": "rewardpool-operator"}},
+        "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": STORAGE_CLASS,
+                 "volumeName": volume_name(cache_name, namespace), "volumeMode": "Filesystem",
+                 "resources": {"requests": {"storage": NOMINAL_SIZE}}},
+    }
+
+
+def placement_term(cache_name: str) -> dict:
+    return {"key": node_label(cache_name), "operator": "In", "values": [READY]}
+
+
+def pool_affinity(caches: dict[str, str]) -> dict:
+    """Node affinity of a pool's pods for its caches {name: Required|Preferred}: required caches in one term (a
+    node must hold all of them), each preferred cache a weighted preference."""
+    required = [placement_term(n) for n, mode in sorted(caches.items()) if mode == "Required"]
+    preferred = [{"weight": 100, "preference": {"matchExpressions": [placement_term(n)]}}
+                 for n, mode in sorted(caches.items()) if mode != "Required"]
+    out: dict = {}
+    if required:
+        out["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": [{"matchExpressions": required}]}
+    if preferred:
+        out["preferredDuringSchedulingIgnoredDuringExecution"] = preferred
+    return {"nodeAffinity": out} if out else {}
+
+
+def cache_problem(name: str, cache: dict | None) -> str | None:
+    """Why a pool using cache `name` cannot have its model on any node yet, or None (a Ready copy exists)."""
+    if cache is None:
+        return f"RewardModelCache {name} not found: create it (the worker pods wait Pending until a node holds it)"
+    if cache.get("metadata", {}).get("deletionTimestamp"):
+        return f"RewardModelCache {name} is being deleted"
+    entries = (cache.get("status") or {}).get("nodes") or []
+    if any(e.get("phase") == "Ready" for e in entries):
+        return None
+    if not entries:
+        return f"RewardModelCache {name}: no node has reported yet (is the node agent running on the cache's nodes?)"
+    said = "; ".join(f"{e.get('node')}: {e.get('phase')} {e.get('reason', '')}: {e.get('message', '')}".strip()
+                     for e in entries[:4])
+    return f"RewardModelCache {name} is Ready on no node ({said})"
+
+
+def caches_named(pool_spec: dict) -> set[str]:
+    """The caches a pool's spec (as stored) names in scorer.model or a component's model."""
+    models = [((pool_spec.get("scorer") or {}).get("model") or {})]
+    models += [(s or {}).get("model") or {} for s in pool_spec.get("scorers") or []]
+    return {m["cache"]["name"] for m in models if isinstance(m.get("cache"), dict) and m["cache"].get("name")}
+
+
+def cache_summary(entries: list[dict], users: list[str]) -> dict:
+    """The status fields the operator keeps on a cache: Ready nodes of those reporting, the Ready copies' digest
+    (when they agree; "mixed" when not) and the pools using it."""
+    digests = {e.get("digest") for e in entries if e.get("phase") == "Ready"}
+    return {"ready": summary(entries), "digest": digests.pop() if len(digests) == 1 else ("mixed" if digests else None),
+            "usedBy": ", ".join(users) or None}

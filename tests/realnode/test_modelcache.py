@@ -1,0 +1,114 @@
+"""Issue 34: the node-local model cache on the real node. The chart's agent (a DaemonSet on the node) copies a
+RewardModelCache's source (a claim in the operator's namespace) onto the node's disk through a copy pod,
+verifies it and says Ready in the cache's status and on the node's label; a PickScore pool whose model is the
+cache starts there with no mount of its own and scores; a cache whose source is missing says so, and so does the
+pool waiting on it; a cache in use is not deleted from under its pool, and once free it goes with its copy and
+volumes."""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+
+from tests.conftest import wait_for
+from tests.realnode.conftest import pool_ready, run_job
+
+
+def _node_phase(kube, cache, node):
+    entries = (kube.json("rewardmodelcache", cache).get("status") or {}).get("nodes") or []
+    return next((e for e in entries if e["node"] == node), None)
+
+
+def test_a_pool_from_a_model_cache_starts_where_the_copy_is_and_scores(kube, node, incluster_operator, infra, rns,
+                                                                        tmp_path):
+    from rewardpool_devcluster import random_clip
+    from rewardpool_devcluster.incluster import real_node_pool
+    from rewardpool_devcluster.realnode_config import NODE_LABEL
+    from rewardpool_devcluster.stack import OPERATOR_NS
+    from rewardpool_operator.modelcache import ROOT, node_label
+
+    (real,) = kube.json("nodes", "-l", f"{NODE_LABEL}=real")["items"]
+    node_name = real["metadata"]["name"]
+    tag = uuid.uuid4().hex[:6]
+    src = tmp_path / "weights"
+    random_clip.build(src / "pick", "tiny")
+    claim, cache, bad = f"src-{tag}", f"pick-{tag}", f"nosrc-{tag}"
+    kube.apply([
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"rn-src-{tag}"},
+         "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadOnlyMany"], "storageClassName": "",
+                  "persistentVolumeReclaimPolicy": "Retain", "local": {"path": str(src)},
+                  "claimRef": {"namespace": OPERATOR_NS, "name": claim},
+                  "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                      {"key": "kubernetes.io/hostname", "operator": "In", "values": [node_name]}]}]}}}},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": OPERATOR_NS},
+         "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "", "volumeName": f"rn-src-{tag}",
+                  "resources": {"requests": {"storage": "1Gi"}}}},
+        {"apiVersion": "rewardpool.io/v1alpha1", "kind": "RewardModelCache", "metadata": {"name": cache},
+         "spec": {"source": {"pvc": {"claimName": claim, "subPath": "pick"}}}},
+        {"apiVersion": "rewardpool.io/v1alpha1", "kind": "RewardModelCache", "metadata": {"name": bad},
+         "spec": {"source": {"pvc": {"claimName": "no-such-claim"}}}},
+    ])
+    pick = {"name": "pickscore", "batchSize": 2, "modelMemory": "256Mi", "model": {"cache": {"name": cache}}}
+    waiting = real_node_pool("waits", rns, node.images.worker, replicas=1, cpu="250m",
+                             scorer={**pick, "model": {"cache": {"name": bad}}})
+    kube.apply([waiting])
+
+    # the copy: made on the node, verified, reported with its bytes and digest, the node labelled
+    entry = wait_for(lambda: (e := _node_phase(kube, cache, node_name)) and e["phase"] == "Ready" and e,
+                     timeout=240, interval=1, what=f"{cache} Ready on {node_name}")
+    source_bytes = sum(f.stat().st_size for f in (src / "pick").rglob("*") if f.is_file())
+    assert entry["bytes"] == source_bytes and entry["digest"].startswith("sha256:"), entry
+    assert kube.json("node", node_name)["metadata"]["labels"].get(node_label(cache)) == "Ready"
+    # the node's disk is this machine's (the real node shares its filesystem): the copy is the source's files
+    data = Path(ROOT) / cache / "data"
+    assert {p.relative_to(data) for p in data.rglob("*") if p.is_file()} == \
+        {p.relative_to(src / "pick") for p in (src / "pick").rglob("*") if p.is_file()}
+
+    # the source that is not there: Failed with its reason on the cache, and the pool waiting on it says why
+    bad_entry = wait_for(lambda: (e := _node_phase(kube, bad, node_name)) and e["phase"] == "Failed" and e,
+                         timeout=60, interval=1, what=f"{bad} Failed")
+    assert bad_entry["reason"] == "SourceNotFound" and "no-such-claim" in bad_entry["message"]
+
+    def model_unavailable():
+        st = kube.json("rewardpool", "-n", rns, "waits").get("status", {})
+        return next((c for c in st.get("conditions", []) if c.get("reason") == "ModelUnavailable"
+                     and "SourceNotFound" in c["message"]), None)
+    wait_for(model_unavailable, timeout=60, interval=1, what="the waiting pool says ModelUnavailable: SourceNotFound")
+    (pending,) = kube.pods(rns, "rewardpool.io/pool=waits")
+    assert pending["status"]["phase"] == "Pending"  # required placement: no node holds a Ready copy
+
+    # the pool from the cache: no mount of its own, Ready (model loaded and warmed) on the node, scores
+    pool = real_node_pool("cached", rns, node.images.worker, replicas=1, cpu="250m", scorer=pick)
+    assert "volumes" not in pool["spec"]["podTemplate"]["spec"]
+    kube.apply([pool])
+    (pod,) = wait_for(pool_ready(kube, rns, "cached", 1), timeout=300, interval=1,
+                      what="the cached pool's worker Ready")
+    assert pod["spec"]["nodeName"] == node_name
+    assert any(v.get("persistentVolumeClaim", {}).get("claimName") == f"rewardpool-cache-{cache}"
+               for v in pod["spec"]["volumes"])
+    result = run_job(kube, node, rns, f"job-{tag}", "cached", samples=4, frames=1, batch=2, timeout=300)
+    assert result["scored"] == 4 and result["left"] == 0, result
+    assert kube.json("rewardmodelcache", cache)["status"].get("usedBy") == f"{rns}/cached"
+
+    # deleting the cache while the pool uses it: it stays (Terminating), its copy too; once no pool names it,
+    # it goes, with its volumes and the node's copy and label
+    kube("delete", "rewardmodelcache", cache, "--wait=false")
+    wait_for(lambda: kube.json("rewardmodelcache", cache)["metadata"].get("deletionTimestamp"), timeout=30,
+             what="the cache marked for deletion")
+    time.sleep(8)
+    held = kube.json("rewardmodelcache", cache)
+    assert held["metadata"].get("finalizers"), held["metadata"]
+    events = json.loads(kube("get", "events", "-A", "--field-selector", f"involvedObject.name={cache}",
+                             "-o", "json").stdout)["items"]
+    assert any("is the model of pool(s)" in e.get("message", "") for e in events), [e.get("message") for e in events]
+    kube("delete", "rewardpool", "-n", rns, "cached", "waits", "--wait=true", timeout=200)
+    wait_for(lambda: kube("get", "rewardmodelcache", cache, check=False).returncode != 0, timeout=120, interval=1,
+             what="the cache gone once no pool uses it")
+    assert kube("get", "pv", f"rewardpool-cache-{cache}-{rns}", check=False).returncode != 0
+    wait_for(lambda: node_label(cache) not in kube.json("node", node_name)["metadata"]["labels"], timeout=60,
+             what="the node's cache label removed")
+    wait_for(lambda: not (Path(ROOT) / cache).exists(), timeout=30, what="the node's copy removed")
+    kube("delete", "rewardmodelcache", bad, "--wait=false", check=False)
+    kube("delete", "pvc", "-n", OPERATOR_NS, claim, "--wait=false", check=False)
+    kube("delete", "pv", f"rn-src-{tag}", "--wait=false", check=False)

@@ -1,0 +1,102 @@
+"""The copy pod's work on a real filesystem: copy, verify, publish, and every way it refuses (no room, a source
+that is not there, a digest that differs), never leaving a half copy where workers read."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from rewardpool_operator import cachecopy as cc
+from rewardpool_operator.cacheagent import read_disk
+from rewardpool_operator.modelcache import data_dir, partial_dir, ready_file
+
+
+@pytest.fixture
+def source(tmp_path):
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "config.json").write_text('{"a": 1}')
+    (src / "sub" / "weights.bin").write_bytes(os.urandom(3 << 20))
+    return src
+
+
+def test_copy_verifies_and_publishes(source, tmp_path):
+    root = tmp_path / "root"
+    ready = cc.copy(source, root, "pick", "id1")
+    data = root / data_dir("pick")
+    assert (data / "config.json").read_text() == '{"a": 1}'
+    assert (data / "sub" / "weights.bin").read_bytes() == (source / "sub" / "weights.bin").read_bytes()
+    assert ready["bytes"] == 8 + (3 << 20) and ready["files"] == 2 and ready["identity"] == "id1"
+    assert json.loads((root / ready_file("pick")).read_text())["digest"] == ready["digest"]
+    assert not (root / partial_dir("pick")).exists()
+    assert cc.intact(root, "pick", ready)
+    disk = read_disk(root, "pick")
+    assert disk.ready["digest"] == ready["digest"] and disk.ready_intact
+    # the digest is the set's: the same files elsewhere give the same digest; one byte changes it
+    again = cc.copy(source, tmp_path / "other", "pick", "id1")
+    assert again["digest"] == ready["digest"]
+    (source / "config.json").write_text('{"a": 2}')
+    assert cc.copy(source, tmp_path / "third", "pick", "id1")["digest"] != ready["digest"]
+
+
+def test_a_missing_file_breaks_intact(source, tmp_path):
+    root = tmp_path / "root"
+    ready = cc.copy(source, root, "pick", "id1")
+    (root / data_dir("pick") / "sub" / "weights.bin").unlink()
+    assert not cc.intact(root, "pick", ready)
+    assert read_disk(root, "pick").ready_intact is False
+
+
+def test_out_of_disk_is_refused_before_copying(source, tmp_path):
+    root = tmp_path / "root"
+    with pytest.raises(cc.CopyError) as e:
+        cc.copy(source, root, "pick", "id1", free_bytes=lambda _: 1 << 20)
+    assert e.value.reason == "OutOfDisk" and "1048576 bytes free" in str(e.value)
+    assert not (root / partial_dir("pick")).exists() and not (root / ready_file("pick")).exists()
+
+
+def test_source_missing_or_empty(tmp_path):
+    with pytest.raises(cc.CopyError) as e:
+        cc.copy(tmp_path / "nope", tmp_path / "root", "pick", "id1")
+    assert e.value.reason == "SourceNotFound"
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(cc.CopyError) as e:
+        cc.copy(tmp_path / "empty", tmp_path / "root", "pick", "id1")
+    assert e.value.reason == "SourceEmpty"
+
+
+def test_digest_mismatch_publishes_nothing(source, tmp_path):
+    root = tmp_path / "root"
+    with pytest.raises(cc.CopyError) as e:
+        cc.copy(source, root, "pick", "id1", digest="sha256:" + "0" * 64)
+    assert e.value.reason == "DigestMismatch"
+    assert list((root / data_dir("pick")).iterdir()) == [] and not (root / ready_file("pick")).exists()
+
+
+def test_a_new_source_replaces_the_old_copy_in_place(source, tmp_path):
+    """The data directory (a worker's mount) stays the same directory; what the old copy had and the new does
+    not is gone; ready.json is the new one's."""
+    root = tmp_path / "root"
+    cc.copy(source, root, "pick", "id1")
+    data = root / data_dir("pick")
+    inode = data.stat().st_ino
+    new = tmp_path / "new"
+    new.mkdir()
+    (new / "config.json").write_text('{"b": 1}')
+    ready = cc.copy(new, root, "pick", "id2")
+    assert data.stat().st_ino == inode
+    assert sorted(p.name for p in data.iterdir()) == ["config.json"]
+    assert json.loads((root / ready_file("pick")).read_text())["identity"] == "id2" == ready["identity"]
+
+
+def test_main_writes_reason_and_exit_code(source, tmp_path, capsys):
+    class A:
+        pass
+    args = A()
+    args.source, args.root, args.cache, args.identity, args.digest = str(tmp_path / "nope"), str(tmp_path), "c", "i", None
+    assert cc.main(args) == 1
+    assert capsys.readouterr().err.startswith("SourceNotFound: ")
+    args.source = str(source)
+    assert cc.main(args) == 0
+    assert json.loads(capsys.readouterr().out)["files"] == 2

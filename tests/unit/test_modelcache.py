@@ -1,0 +1,193 @@
+"""The model cache's pure parts: the agent's decision per cache and node (a table of cases, and invariants under
+generated sequences of what the node and its copy pod show), the objects it and the operator write, the pools'
+placement and what a pool waiting on a cache is told."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from rewardpool_operator import modelcache as mc
+from rewardpool_operator.cacheagent import pod_state
+
+ID = "abc123"
+READY = {"identity": ID, "digest": "sha256:" + "0" * 64, "bytes": 100, "files": 2, "seconds": 1.5}
+
+
+def pod(phase="Running", identity=ID, reason="", message="", age=0.0):
+    return mc.CopyPod(identity=identity, phase=phase, reason=reason, message=message, finished_age=age)
+
+
+# (case, disk, pod, source_missing, digest) -> (phase, reason, create_pod, delete_pod)
+CASES = [
+    ("fresh node: start a copy", mc.DiskState(), None, None, None, ("Pending", "CopyStarting", True, False)),
+    ("verified copy of this source", mc.DiskState(ready=READY), None, None, None, ("Ready", "Verified", False, False)),
+    ("verified, the finished pod is cleaned up", mc.DiskState(ready=READY), pod("Succeeded"), None, None,
+     ("Ready", "Verified", False, True)),
+    ("a copy of another source is stale", mc.DiskState(ready={**READY, "identity": "old"}), None, None, None,
+     ("Pending", "CopyStarting", True, False)),
+    ("a file of the copy went missing", mc.DiskState(ready=READY, ready_intact=False), None, None, None,
+     ("Pending", "CopyStarting", True, False)),
+    ("the expected digest differs", mc.DiskState(ready=READY), None, None, "sha256:" + "1" * 64,
+     ("Pending", "CopyStarting", True, False)),
+    ("the expected digest matches", mc.DiskState(ready=READY), None, None, READY["digest"],
+     ("Ready", "Verified", False, False)),
+    ("copying: bytes reported", mc.DiskState(partial_bytes=40, total_bytes=100), pod("Running"), None, None,
+     ("Downloading", "Copying", False, False)),
+    ("pod of an older source: deleted first", mc.DiskState(), pod("Running", identity="old"), None, None,
+     ("Pending", "CopyStarting", False, True)),
+    ("claim missing", mc.DiskState(), None, "PersistentVolumeClaim w not found", None,
+     ("Failed", "SourceNotFound", False, False)),
+    ("claim missing, a waiting pod is removed", mc.DiskState(), pod("Pending"), "gone", None,
+     ("Failed", "SourceNotFound", False, True)),
+    ("out of disk, just now", mc.DiskState(), pod("Failed", reason="OutOfDisk", message="needs 16 GB", age=5),
+     None, None, ("Failed", "OutOfDisk", False, False)),
+    ("out of disk, retried after a while", mc.DiskState(),
+     pod("Failed", reason="OutOfDisk", age=mc.RETRY_SECONDS + 1), None, None, ("Failed", "OutOfDisk", False, True)),
+    ("image cannot be pulled", mc.DiskState(), pod("Pending", reason="ErrImagePull", message="not found"), None, None,
+     ("Failed", "ErrImagePull", False, False)),
+    ("pod scheduled, container creating", mc.DiskState(), pod("Pending", reason="ContainerCreating"), None, None,
+     ("Pending", "ContainerCreating", False, False)),
+    ("succeeded but nothing verified", mc.DiskState(), pod("Succeeded", age=1), None, None,
+     ("Failed", "NotVerified", False, False)),
+]
+
+
+@pytest.mark.parametrize("case,disk,copy,missing,digest,want", CASES, ids=[c[0] for c in CASES])
+def test_plan_node_table(case, disk, copy, missing, digest, want):
+    plan = mc.plan_node("n1", ID, digest, disk, copy, missing)
+    assert (plan.entry["phase"], plan.entry["reason"], plan.create_pod, plan.delete_pod) == want
+    assert plan.entry["node"] == "n1" and plan.entry["phase"] in mc.PHASES
+
+
+def test_downloading_reports_bytes_of_total():
+    plan = mc.plan_node("n1", ID, None, mc.DiskState(partial_bytes=40, total_bytes=100), pod("Running"))
+    assert plan.entry["bytes"] == 40 and plan.entry["totalBytes"] == 100 and "40 of 100" in plan.entry["message"]
+
+
+disks = st.builds(mc.DiskState, ready=st.sampled_from([None, READY, {**READY, "identity": "old"}]),
+                  ready_intact=st.booleans(), partial_bytes=st.integers(0, 10), total_bytes=st.sampled_from([None, 10]))
+pods = st.one_of(st.none(), st.builds(pod, phase=st.sampled_from(["Pending", "Running", "Succeeded", "Failed"]),
+                                      identity=st.sampled_from([ID, "old"]),
+                                      reason=st.sampled_from(["", "OutOfDisk", "ErrImagePull", "ContainerCreating"]),
+                                      age=st.floats(0, 2 * mc.RETRY_SECONDS)))
+
+
+@settings(max_examples=400, deadline=None)
+@given(disk=disks, copy=pods, missing=st.sampled_from([None, "gone"]))
+def test_plan_invariants(disk, copy, missing):
+    """Whatever the node and its pod show: Ready only for an intact copy of this very source; never a second
+    copy pod beside one that exists; never a copy started while the source is missing; a pod of another source
+    is never left running."""
+    plan = mc.plan_node("n", ID, None, disk, copy, missing)
+    verified = disk.ready is not None and disk.ready.get("identity") == ID and disk.ready_intact
+    assert (plan.entry["phase"] == "Ready") == verified
+    assert not (plan.create_pod and copy is not None)
+    assert not (plan.create_pod and missing)
+    if copy is not None and copy.identity != ID and not verified:
+        assert plan.delete_pod
+    if plan.entry["phase"] == "Failed":
+        assert plan.entry["reason"] and plan.entry["message"]
+
+
+def test_pod_state_reads_the_termination_message():
+    now = datetime(2026, 12, 3, tzinfo=timezone.utc)
+    ended = (now - timedelta(seconds=30)).isoformat().replace("+00:00", "Z")
+    body = {"metadata": {"annotations": {"rewardpool.io/cache-identity": ID}},
+            "status": {"phase": "Failed", "containerStatuses": [{"state": {"terminated": {
+                "reason": "Error", "message": "OutOfDisk: the node's disk has 5 bytes free", "finishedAt": ended}}}]}}
+    got = pod_state(body, now)
+    assert (got.identity, got.phase, got.reason) == (ID, "Failed", "OutOfDisk")
+    assert got.message == "the node's disk has 5 bytes free" and got.finished_age == pytest.approx(30)
+    body["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = "Traceback: x y"
+    assert pod_state(body, now).reason == "Error"  # a traceback's first word is not a reason
+    waiting = {"metadata": {}, "status": {"phase": "Pending", "containerStatuses": [
+        {"state": {"waiting": {"reason": "ErrImagePull", "message": "no such image"}}}]}}
+    assert (pod_state(waiting, now).reason, pod_state(waiting, now).message) == ("ErrImagePull", "no such image")
+
+
+def cache(source, **spec):
+    return {"metadata": {"name": "pick"}, "spec": {"source": source, **spec}}
+
+
+def test_source_identity_follows_source_and_digest():
+    a = mc.source_identity(cache({"pvc": {"claimName": "w", "subPath": "/pick/"}})["spec"])
+    assert a == mc.source_identity(cache({"pvc": {"claimName": "w", "subPath": "pick"}})["spec"])
+    assert a != mc.source_identity(cache({"pvc": {"claimName": "w", "subPath": "hps"}})["spec"])
+    assert a != mc.source_identity(cache({"pvc": {"claimName": "v", "subPath": "pick"}})["spec"])
+    assert a != mc.source_identity(cache({"pvc": {"claimName": "w", "subPath": "pick"}}, digest="sha256:1")["spec"])
+    assert a != mc.source_identity(cache({"image": {"reference": "r/m:1"}})["spec"])
+
+
+def test_copy_pod_is_pinned_read_only_and_unprivileged():
+    p = mc.copy_pod(cache({"pvc": {"claimName": "w", "subPath": "pick"}}, digest="sha256:" + "a" * 64), "node-a",
+                    "ops", "op:1", mc.ROOT, ID)
+    spec = p["spec"]
+    assert spec["nodeName"] == "node-a" and spec["restartPolicy"] == "Never"
+    assert spec["automountServiceAccountToken"] is False
+    c = spec["containers"][0]
+    assert c["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                    "capabilities": {"drop": ["ALL"]}}
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    assert mounts["source"]["readOnly"] is True and mounts["source"]["subPath"] == "pick"
+    vols = {v["name"]: v for v in spec["volumes"]}
+    assert vols["source"]["persistentVolumeClaim"] == {"claimName": "w", "readOnly": True}
+    assert vols["cache"]["hostPath"]["path"] == mc.ROOT
+    assert "--digest" in c["args"] and ID in c["args"]
+    assert p["metadata"]["annotations"]["rewardpool.io/cache-identity"] == ID
+    assert p["metadata"]["labels"][mc.CACHE_LABEL] == "pick"
+    img = mc.copy_pod(cache({"image": {"reference": "r/m:1", "pullPolicy": "Never"}}), "node-a", "ops", "op:1",
+                      mc.ROOT, ID)
+    assert {v["name"]: v for v in img["spec"]["volumes"]}["source"]["image"] == {"reference": "r/m:1",
+                                                                                 "pullPolicy": "Never"}
+    assert mc.copy_pod_name("pick", "node-a") != mc.copy_pod_name("pick", "node-b")
+
+
+def test_local_volume_and_claim_bind_each_other_on_the_cache_nodes():
+    pv, pvc = mc.local_volume("pick", "team-a"), mc.local_claim("pick", "team-a")
+    assert pv["spec"]["claimRef"]["name"] == pvc["metadata"]["name"] == mc.claim_name("pick")
+    assert pv["spec"]["claimRef"]["namespace"] == pvc["metadata"]["namespace"] == "team-a"
+    assert pvc["spec"]["volumeName"] == pv["metadata"]["name"]
+    assert pv["spec"]["local"]["path"] == f"{mc.ROOT}/pick/data"
+    assert pv["spec"]["accessModes"] == pvc["spec"]["accessModes"] == ["ReadOnlyMany"]
+    assert pv["spec"]["storageClassName"] == pvc["spec"]["storageClassName"]
+    assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain"  # never deletes a node's copy
+    term = pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"]
+    assert term == [{"key": "cache.rewardpool.io/pick", "operator": "Exists"}]
+    assert mc.local_volume("pick", "team-b")["metadata"]["name"] != pv["metadata"]["name"]
+
+
+def test_pool_affinity_required_and_preferred():
+    aff = mc.pool_affinity({"pick": "Required", "hps": "Preferred"})["nodeAffinity"]
+    req = aff["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert req == [{"matchExpressions": [{"key": "cache.rewardpool.io/pick", "operator": "In", "values": ["Ready"]}]}]
+    pref = aff["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert pref == [{"weight": 100, "preference": {"matchExpressions": [
+        {"key": "cache.rewardpool.io/hps", "operator": "In", "values": ["Ready"]}]}}]
+    assert mc.pool_affinity({}) == {}
+
+
+def test_what_a_waiting_pool_is_told():
+    assert "not found" in mc.cache_problem("pick", None)
+    assert "deleted" in mc.cache_problem("pick", {"metadata": {"deletionTimestamp": "x"}})
+    assert "no node has reported" in mc.cache_problem("pick", {"metadata": {}, "status": {}})
+    failing = {"metadata": {}, "status": {"nodes": [
+        {"node": "a", "phase": "Failed", "reason": "OutOfDisk", "message": "needs 16 GB"}]}}
+    said = mc.cache_problem("pick", failing)
+    assert "Ready on no node" in said and "OutOfDisk" in said and "needs 16 GB" in said and "a:" in said
+    ok = {"metadata": {}, "status": {"nodes": [failing["status"]["nodes"][0], {"node": "b", "phase": "Ready"}]}}
+    assert mc.cache_problem("pick", ok) is None
+
+
+def test_caches_named_and_summary():
+    spec = {"scorer": {"model": {"cache": {"name": "pick"}}},
+            "scorers": [{"name": "hps", "model": {"cache": {"name": "hps"}}}, {"name": "ocr", "model": {"pvc": {}}}]}
+    assert mc.caches_named(spec) == {"pick", "hps"}
+    assert mc.caches_named({"scorer": {"name": "x"}}) == set()
+    d = "sha256:" + "0" * 64
+    s = mc.cache_summary([{"node": "a", "phase": "Ready", "digest": d}, {"node": "b", "phase": "Downloading"}],
+                         ["ns/p1", "ns/p2"])
+    assert s == {"ready": "1/2", "digest": d, "usedBy": "ns/p1, ns/p2"}
+    mixed = mc.cache_summary([{"phase": "Ready", "digest": "x"}, {"phase": "Ready", "digest": "y"}], [])
+    assert mixed["digest"] == "mixed" and mixed["usedBy"] is None
