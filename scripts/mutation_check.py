@@ -413,6 +413,23 @@ MUTANTS = [
     Mutant("failed-read-not-asked-again", "worker/rewardpool_worker/runtime/reader.py",
            "            read(*args)\n\n    def warm", "            raise\n\n    def warm",
            ("tests/unit/test_reader_retry.py",), "unit", "a trainer restarted at its predecessor's address fails reads"),
+    Mutant("cache-ready-for-any-source", "operator/rewardpool_operator/modelcache.py",
+           'if ready is not None and ready.get("identity") == identity and disk.ready_intact \\',
+           'if ready is not None and disk.ready_intact \\',
+           ("tests/unit/test_modelcache.py",), "unit", "a node's copy of an older source is reported Ready"),
+    Mutant("cache-second-copy-pod", "operator/rewardpool_operator/modelcache.py",
+           "    if pod is None or stale:\n", "    if True:\n",
+           ("tests/unit/test_modelcache.py",), "unit", "a node gets a copy pod beside the one already copying"),
+    Mutant("cache-copy-not-read-back", "operator/rewardpool_operator/cachecopy.py",
+           "if p.stat().st_size != size or _hash_file(p) != sha:", "if p.stat().st_size != size:",
+           ("tests/unit/test_cachecopy.py",), "unit", "a copy that differs from its source is published"),
+    Mutant("cache-room-not-checked", "operator/rewardpool_operator/cachecopy.py",
+           "    if free < total + HEADROOM:", "    if False:",
+           ("tests/unit/test_cachecopy.py",), "unit", "a copy fills the node's disk before it fails"),
+    Mutant("cache-placement-preferred-always", "operator/rewardpool_operator/modelcache.py",
+           'if mode == "Required"]', 'if mode == "Never"]',
+           ("tests/unit/test_modelcache.py", "tests/unit/test_builders.py"), "unit",
+           "a pool whose copy is required lands on a node without it"),
 ]
 
 

@@ -1,5 +1,8 @@
 """`rewardpool-bench coldstart`: from `replicas: 0` to the first output scored, on the real node, with the model
-from a PersistentVolumeClaim on the node's disk (scorer.model.pvc; issue 34's case (a)), broken down by phase.
+from a PersistentVolumeClaim on the node's disk (scorer.model.pvc; issue 34's case (a)) and from a
+RewardModelCache's copy on the node (scorer.model.cache; case (c)), broken down by phase. The cache is filled
+first (the agent's copy pod copies and verifies each model; its time is reported) and is not part of the cold
+start: a pool scaling from zero finds the copy there.
 
 Two models: PickScore at its real shapes (CLIP-H/14 built with random weights through transformers' own CLIP:
 about 3.9 GB of float32 safetensors) and a file set of a judge's size (--fileset-gb, 16 by default) read whole by
@@ -27,8 +30,10 @@ from pathlib import Path
 from .environment import Environment, down, step, up
 from .incluster import real_node_pool
 from .realnode_config import NODE_NAME
+from .stack import OPERATOR_NS
 
 NS, CLAIM = "coldstart", "coldstart-models"
+SOURCE_CLAIM = "coldstart-models-source"  # the same directory, claimed in the operator's namespace: caches' source
 CHUNK = 16 << 20
 FILESET_SCORER = '''"""A scorer whose model is a file set it reads whole at start (bench_coldstart): the disk traffic of loading a
 judge's weights, streamed (nothing kept)."""
@@ -91,36 +96,75 @@ def build_models(root: Path, fileset_gb: int) -> dict[str, Path]:
     return {"pickscore": clip, "fileset": fileset}
 
 
-def volume(root: Path) -> list[dict]:
-    pv = f"rewardpool-{CLAIM}"
+def _local_claim(root: Path, namespace: str, claim: str) -> list[dict]:
+    pv = f"rewardpool-{claim}"
     return [
         {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
          "spec": {"capacity": {"storage": "64Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
                   "persistentVolumeReclaimPolicy": "Retain", "local": {"path": str(root)},
-                  "claimRef": {"namespace": NS, "name": CLAIM},
+                  "claimRef": {"namespace": namespace, "name": claim},
                   "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
                       {"key": "kubernetes.io/hostname", "operator": "In", "values": [NODE_NAME]}]}]}}}},
-        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": CLAIM, "namespace": NS},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": namespace},
          "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "volumeName": pv,
-                  "resources": {"requests": {"storage": "64Gi"}}}},
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "coldstart-scorer", "namespace": NS},
-         "data": {"fileset_scorer.py": FILESET_SCORER}}]
+                  "resources": {"requests": {"storage": "64Gi"}}}}]
 
 
-def pools(image: str, models: dict[str, Path]) -> list[dict]:
-    def source(name: str) -> dict:
+def volume(root: Path) -> list[dict]:
+    return [*_local_claim(root, NS, CLAIM),
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "coldstart-scorer", "namespace": NS},
+             "data": {"fileset_scorer.py": FILESET_SCORER}}]
+
+
+def cache_name(model: str) -> str:
+    return f"coldstart-{model}"
+
+
+def caches(root: Path, models: dict[str, Path]) -> list[dict]:
+    """The source claim in the operator's namespace and one RewardModelCache per model (on the real node)."""
+    return [*_local_claim(root, OPERATOR_NS, SOURCE_CLAIM), *(
+        {"apiVersion": "rewardpool.io/v1alpha1", "kind": "RewardModelCache", "metadata": {"name": cache_name(m)},
+         "spec": {"source": {"pvc": {"claimName": SOURCE_CLAIM, "subPath": path.name}}}}
+        for m, path in models.items())]
+
+
+def pools(image: str, models: dict[str, Path], source: str = "pvc") -> list[dict]:
+    """The PickScore and file-set pools, at replicas 0, their models from the claim (`pvc`) or the caches."""
+    def model(name: str) -> dict:
+        if source == "cache":
+            return {"cache": {"name": cache_name(name)}}
         return {"pvc": {"claimName": CLAIM, "subPath": models[name].name}}
-    pick = real_node_pool("cold-pickscore", NS, image, replicas=0, cpu="500m",
-                          scorer={"name": "pickscore", "batchSize": 1, "framesPerForward": 1, "model": source("pickscore"),
+    suffix = "" if source == "pvc" else f"-{source}"
+    pick = real_node_pool(f"cold-pickscore{suffix}", NS, image, replicas=0, cpu="500m",
+                          scorer={"name": "pickscore", "batchSize": 1, "framesPerForward": 1, "model": model("pickscore"),
                                   "modelMemory": "9Gi"})
-    files = real_node_pool("cold-fileset", NS, image, replicas=0, cpu="500m",
-                           scorer={"class": "fileset_scorer:FileSetScorer", "batchSize": 1, "model": source("fileset"),
+    files = real_node_pool(f"cold-fileset{suffix}", NS, image, replicas=0, cpu="500m",
+                           scorer={"class": "fileset_scorer:FileSetScorer", "batchSize": 1, "model": model("fileset"),
                                    "modelMemory": "256Mi"})
     worker = files["spec"]["podTemplate"]["spec"]["containers"][0]
     worker["env"].append({"name": "PYTHONPATH", "value": "/bench"})
     worker["volumeMounts"] = [{"name": "scorer", "mountPath": "/bench", "readOnly": True}]
     files["spec"]["podTemplate"]["spec"]["volumes"] = [{"name": "scorer", "configMap": {"name": "coldstart-scorer"}}]
     return [pick, files]
+
+
+def fill_caches(env: Environment, models: dict[str, Path]) -> dict[str, dict]:
+    """Wait until each model's cache is Ready on the real node; its node entry (bytes, digest) and fill seconds."""
+    out = {}
+    for m in models:
+        t0 = time.monotonic()
+        step(f"filling the cache {cache_name(m)} on the node (copy, verify, publish)")
+        while True:
+            st = json.loads(env.kubectl("get", "rewardmodelcache", cache_name(m), "-o", "json").stdout).get("status")
+            entry = next((e for e in (st or {}).get("nodes") or [] if e["node"] == NODE_NAME), None)
+            if entry and entry["phase"] == "Ready":
+                break
+            if entry and entry["phase"] == "Failed" or time.monotonic() - t0 > 1800:
+                raise SystemExit(f"cache {cache_name(m)}: {entry}")
+            time.sleep(1)
+        out[m] = {**entry, "seen_seconds": round(time.monotonic() - t0, 1)}
+        print(json.dumps(out[m]), flush=True)
+    return out
 
 
 def drop_caches() -> None:
@@ -223,10 +267,18 @@ def run(args) -> int:
         root = models_dir()
         models = build_models(root, args.fileset_gb)
         env.apply(volume(root))
-        env.apply(pools(env.node.images.worker, models))
+        env.apply(caches(root, models))
+        filled = fill_caches(env, models)
+        from rewardpool_operator.modelcache import ROOT, data_dir
+
+        env.apply(pools(env.node.images.worker, models) + pools(env.node.images.worker, models, "cache"))
         rows, disk = [], {}
-        for label, pool, model in (("CLIP-H/14 (PickScore)", "cold-pickscore", models["pickscore"]),
-                                   (f"file set {args.fileset_gb} GB", "cold-fileset", models["fileset"])):
+        copies = {m: Path(ROOT) / data_dir(cache_name(m)) for m in models}
+        for label, pool, model in (
+                ("(a) PVC: CLIP-H/14 (PickScore)", "cold-pickscore", models["pickscore"]),
+                ("(c) cache: CLIP-H/14 (PickScore)", "cold-pickscore-cache", copies["pickscore"]),
+                (f"(a) PVC: file set {args.fileset_gb} GB", "cold-fileset", models["fileset"]),
+                (f"(c) cache: file set {args.fileset_gb} GB", "cold-fileset-cache", copies["fileset"])):
             for i in range(args.runs):
                 step(f"cold start {i + 1}/{args.runs} of {pool} (page cache dropped)")
                 r = cold_start(env, pool)
@@ -240,7 +292,10 @@ def run(args) -> int:
         print(table(rows, disk), flush=True)
         out = Path(".rewardpool") / "coldstart.json"
         out.parent.mkdir(exist_ok=True)
-        out.write_text(json.dumps({"rows": rows, "disk": disk}, indent=1))
+        out.write_text(json.dumps({"rows": rows, "disk": disk, "cache_fill": filled}, indent=1))
+        for m, e in filled.items():
+            print(f"cache fill {cache_name(m)}: {e['bytes'] / 1e9:.2f} GB copied and verified, Ready after "
+                  f"{e['seen_seconds']} s ({e['message']})", flush=True)
         return 0
     finally:
         if not args.keep:

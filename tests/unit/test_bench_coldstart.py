@@ -29,6 +29,22 @@ def test_the_cold_start_pools_mount_their_models_from_the_claim():
     assert "class FileSetScorer" in cm["data"]["fileset_scorer.py"]
 
 
+def test_the_cache_variant_reads_the_same_models_through_their_caches():
+    models = {"pickscore": Path("/cache/coldstart-models/clip-h14-5.0"), "fileset": Path("/cache/coldstart-models/fileset-16g")}
+    objs = bc.caches(Path("/cache/coldstart-models"), models)
+    pv, pvc, *cs = objs
+    assert pvc["metadata"]["namespace"] == bc.OPERATOR_NS and pv["spec"]["claimRef"]["name"] == bc.SOURCE_CLAIM
+    assert [c["spec"]["source"]["pvc"] for c in cs] == [{"claimName": bc.SOURCE_CLAIM, "subPath": "clip-h14-5.0"},
+                                                         {"claimName": bc.SOURCE_CLAIM, "subPath": "fileset-16g"}]
+    for obj, cache in zip(bc.pools("localhost/w:1", models, "cache"), (c["metadata"]["name"] for c in cs)):
+        assert obj["metadata"]["name"].endswith("-cache")
+        pool = Pool.from_object({**obj, "metadata": {**obj["metadata"], "uid": "u"}})
+        pod = builders.pod_template(pool, sizing.compute(pool.spec))
+        assert [p.reason for p in validate.check(pool.spec, pod) if p.blocking] == []
+        assert {"name": "rewardpool-model-0", "persistentVolumeClaim": {"claimName": f"rewardpool-cache-{cache}",
+                                                                        "readOnly": True}} in pod["spec"]["volumes"]
+
+
 def test_the_file_set_scorer_reads_every_byte(tmp_path):
     ns: dict = {}
     exec(compile(bc.FILESET_SCORER, "fileset_scorer.py", "exec"), ns)

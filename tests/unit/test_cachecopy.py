@@ -100,3 +100,24 @@ def test_main_writes_reason_and_exit_code(source, tmp_path, capsys):
     args.source = str(source)
     assert cc.main(args) == 0
     assert json.loads(capsys.readouterr().out)["files"] == 2
+
+
+def test_a_copy_that_differs_from_what_was_read_is_not_published(source, tmp_path, monkeypatch):
+    """A disk that writes something else than it was given (a flipped byte): the read-back catches it, nothing
+    is published and the partial copy is gone."""
+    real = cc._copy_file
+
+    def flaky(src, dst):
+        sha = real(src, dst)
+        if dst.name == "weights.bin":
+            data = bytearray(dst.read_bytes())
+            data[-1] ^= 0xFF
+            dst.write_bytes(bytes(data))
+        return sha
+    monkeypatch.setattr(cc, "_copy_file", flaky)
+    root = tmp_path / "root"
+    with pytest.raises(cc.CopyError) as e:
+        cc.copy(source, root, "pick", "id1")
+    assert e.value.reason == "VerifyFailed" and "sub/weights.bin" in str(e.value)
+    assert not (root / ready_file("pick")).exists() and not (root / partial_dir("pick")).exists()
+    assert list((root / data_dir("pick")).iterdir()) == []
