@@ -93,8 +93,9 @@ class Agent:
         for cache in caches:
             name = cache["metadata"]["name"]
             spec = cache.get("spec") or {}
-            if cache["metadata"].get("deletionTimestamp") or not selects(node_selector(spec, self.default_selector),
-                                                                          labels):
+            # a cache being deleted keeps its copy until it is gone: the operator holds the deletion while a pool
+            # still reads it
+            if not selects(node_selector(spec, self.default_selector), labels):
                 continue
             wanted.add(name)
             (self.root / data_dir(name)).mkdir(parents=True, exist_ok=True)  # a local PV mounts it even when empty

@@ -122,6 +122,9 @@ def test_agents_report_per_node_and_the_operator_binds_and_guards(api, chart, op
         field_selector=f"involvedObject.name={name}").items), timeout=60, what="the in-use event")
     held = co.get_cluster_custom_object(GROUP, VERSION, PLURAL, name)
     assert held["metadata"].get("deletionTimestamp") and held["metadata"].get("finalizers")
+    for n in NODES:  # the copy the pool reads stays while the cache is held
+        agent_step(agent_kubeconfig, n, roots[n])
+    assert (roots[NODES[0]] / name / "ready.json").exists() and labels(NODES[0])[node_label(name)] == "Ready"
 
     # the pool goes: the cache goes, with its volume and claim; the agents remove the copies, labels and pods
     pools.co.delete_namespaced_custom_object(GROUP, VERSION, ns, "rewardpools", "cached")

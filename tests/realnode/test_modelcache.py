@@ -99,6 +99,8 @@ def test_a_pool_from_a_model_cache_starts_where_the_copy_is_and_scores(kube, nod
     time.sleep(8)
     held = kube.json("rewardmodelcache", cache)
     assert held["metadata"].get("finalizers"), held["metadata"]
+    assert (Path(ROOT) / cache / "ready.json").exists()  # the copy the pool reads stays while the cache is held
+    assert kube.json("node", node_name)["metadata"]["labels"].get(node_label(cache)) == "Ready"
     events = json.loads(kube("get", "events", "-A", "--field-selector", f"involvedObject.name={cache}",
                              "-o", "json").stdout)["items"]
     assert any("is the model of pool(s)" in e.get("message", "") for e in events), [e.get("message") for e in events]
