@@ -108,7 +108,7 @@ class Agent:
             if plan.create_pod:
                 await self.core.create_namespaced_pod(
                     self.namespace, copy_pod(cache, self.node, self.namespace, self.image, self.host_root, identity))
-                log.info("copy started", extra={"cache": name, "node": self.node})
+                log.info("copy of cache %s started on node %s", name, self.node)
             want_labels[node_label(name)] = plan.entry["phase"]
             await self._say(name, plan.entry)
         # What no cache wants on this node any more: its copy, its label, its pod, its status entry.
@@ -118,7 +118,7 @@ class Agent:
         for entry in self.root.iterdir() if self.root.is_dir() else []:
             if entry.is_dir() and entry.name not in wanted:
                 shutil.rmtree(entry, ignore_errors=True)
-                log.info("copy removed", extra={"cache": entry.name, "node": self.node})
+                log.info("copy of cache %s removed from node %s", entry.name, self.node)
         for key in labels:
             if key.startswith(NODE_LABEL_PREFIX) and key[len(NODE_LABEL_PREFIX):] not in wanted:
                 want_labels[key] = None

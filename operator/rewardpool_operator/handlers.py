@@ -104,15 +104,18 @@ async def cache_changed(event, body, memo: kopf.Memo, **_):
 
 
 @kopf.on.delete(GROUP, VERSION, CACHE_PLURAL)
-async def cache_deleted(name, memo: kopf.Memo, **_):
+async def cache_deleted(name, body, retry: int, memo: kopf.Memo, **_):
     """A cache a pool uses is not deleted from under it: the deletion waits (a Warning event says for which
     pools) until no pool names it; then its local volumes and claims go with it (the agents remove the copies)."""
     if not memo.controller.leading:
         raise kopf.TemporaryError("only the leader removes a cache", delay=15)
     users = memo.controller.cache_users(name)
     if users:
-        raise kopf.TemporaryError(f"{MODEL_CACHE_IN_USE}: RewardModelCache {name} is the model of pool(s) "
-                                  f"{', '.join(users)}; its deletion waits until they no longer name it", delay=30)
+        message = (f"RewardModelCache {name} is the model of pool(s) {', '.join(users)}; its deletion waits until "
+                   "they no longer name it")
+        if retry % 10 == 0:  # said at once, then every few minutes while it waits
+            await memo.controller.kube.event(body, "Warning", MODEL_CACHE_IN_USE, message)
+        raise kopf.TemporaryError(f"{MODEL_CACHE_IN_USE}: {message}", delay=30)
     await memo.controller.kube.delete_cache_objects(name)
 
 

@@ -239,17 +239,20 @@ class Kube:
         return ns["metadata"].get("labels") or {}
 
     async def event(self, pool: dict, type_: str, reason: str, message: str) -> None:
-        """A core/v1 Event on the pool, as `kubectl describe rewardpool` shows them."""
+        """A core/v1 Event on the pool (or on a cluster-scoped object such as a RewardModelCache: in namespace
+        default, as nodes' are), as `kubectl describe` shows them."""
         meta = pool["metadata"]
+        ns = meta.get("namespace") or "default"
         ts = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        body = {"metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+        body = {"metadata": {"generateName": f"{meta['name']}.", "namespace": ns},
                 "involvedObject": {"apiVersion": pool["apiVersion"], "kind": pool["kind"], "name": meta["name"],
-                                   "namespace": meta["namespace"], "uid": meta.get("uid")},
+                                   **({"namespace": meta["namespace"]} if meta.get("namespace") else {}),
+                                   "uid": meta.get("uid")},
                 "type": type_, "reason": reason, "message": message[:1024], "source": {"component": "rewardpool-operator"},
                 "firstTimestamp": ts, "lastTimestamp": ts, "count": 1, "reportingComponent": "rewardpool-operator"}
         API_WRITES.labels("event").inc()
         try:
-            await read_json(self.core.create_namespaced_event(meta["namespace"], body, _preload_content=False))
+            await read_json(self.core.create_namespaced_event(ns, body, _preload_content=False))
         except ApiException as e:  # an event is best effort; losing one must not stop a reconcile
             log.warning("event not posted: %s %s (%s)", reason, message, e.status)
 

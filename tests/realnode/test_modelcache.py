@@ -79,7 +79,9 @@ def test_a_pool_from_a_model_cache_starts_where_the_copy_is_and_scores(kube, nod
     assert pending["status"]["phase"] == "Pending"  # required placement: no node holds a Ready copy
 
     # the pool from the cache: no mount of its own, Ready (model loaded and warmed) on the node, scores
-    pool = real_node_pool("cached", rns, node.images.worker, replicas=1, cpu="250m", scorer=pick)
+    kube.apply([incluster_operator.macvlan_attachment(rns)])  # the store's traffic, as the other pools'
+    pool = real_node_pool("cached", rns, node.images.worker, replicas=1, cpu="250m", scorer=pick,
+                          attachment=f"{rns}/macvlan-store")
     assert "volumes" not in pool["spec"]["podTemplate"]["spec"]
     kube.apply([pool])
     (pod,) = wait_for(pool_ready(kube, rns, "cached", 1), timeout=300, interval=1,
@@ -87,7 +89,8 @@ def test_a_pool_from_a_model_cache_starts_where_the_copy_is_and_scores(kube, nod
     assert pod["spec"]["nodeName"] == node_name
     assert any(v.get("persistentVolumeClaim", {}).get("claimName") == f"rewardpool-cache-{cache}"
                for v in pod["spec"]["volumes"])
-    result = run_job(kube, node, rns, f"job-{tag}", "cached", samples=4, frames=1, batch=2, timeout=300)
+    result = run_job(kube, node, rns, f"job-{tag}", "cached", samples=4, frames=1, batch=2, timeout=300,
+                     attachment=f"{rns}/macvlan-store")
     assert result["scored"] == 4 and result["left"] == 0, result
     assert kube.json("rewardmodelcache", cache)["status"].get("usedBy") == f"{rns}/cached"
 
