@@ -22,8 +22,10 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import subprocess
 import time
+import urllib.request
 from datetime import datetime
 from pathlib import Path
 
@@ -190,6 +192,7 @@ def _ts(s: str) -> float:
 def cold_start(env: Environment, pool: str) -> dict:
     """Scale `pool` from 0 to 1 with the page cache dropped; the phases of its one worker, and the first score."""
     k = env.kubectl
+    body = json.dumps({"items": [{"tensor": _safetensors_b64()}], "prompts": ["a cat"]}).encode()  # a small inline output
     drop_caches()
     t0 = time.time()
     k("scale", "rewardpool", "-n", NS, pool, "--replicas=1")
@@ -205,10 +208,11 @@ def cold_start(env: Environment, pool: str) -> dict:
     ready_seen = time.time()
     (pod,) = json.loads(k("get", "pods", "-n", NS, "-l", f"rewardpool.io/pool={pool}", "-o", "json").stdout)["items"]
     name = pod["metadata"]["name"]
-    body = json.dumps({"items": [{"tensor": _safetensors_b64()}], "prompts": ["a cat"]})  # a small inline output
-    Path("/tmp/coldstart-body.json").write_text(body)
-    out = k("create", "--raw", f"/api/v1/namespaces/{NS}/pods/{name}:8000/proxy/v1/score", "-f",
-            "/tmp/coldstart-body.json").stdout
+    # straight to the pod (this runs in the node's network namespace): the API server's pod proxy forwards a body
+    # chunked, which the worker refuses (411: it bounds bodies by their Content-Length)
+    url = f"http://{pod['status']['podIP']}:8000/v1/score"
+    out = urllib.request.urlopen(urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"}),
+                                 timeout=120).read()
     first = time.time()
     reply = json.loads(out)
     health = json.loads(k("get", "--raw", f"/api/v1/namespaces/{NS}/pods/{name}:8000/proxy/healthz").stdout)
@@ -300,3 +304,7 @@ def run(args) -> int:
     finally:
         if not args.keep:
             down()
+            from rewardpool_operator.modelcache import ROOT
+
+            for m in ("pickscore", "fileset"):  # the node's copies (a cluster gone leaves no agent to remove them)
+                shutil.rmtree(Path(ROOT) / cache_name(m), ignore_errors=True)

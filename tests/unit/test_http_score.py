@@ -170,7 +170,7 @@ class Headers(dict):
 
 
 @pytest.mark.parametrize("headers,status", [
-    ({}, 411), ({"Transfer-Encoding": "chunked"}, 411), ({"Content-Length": "x"}, 411),
+    ({}, 411), ({"Transfer-Encoding": "gzip"}, 411), ({"Content-Length": "x"}, 411),
     ({"Content-Length": str(httpapi.MAX_BODY_BYTES + 1)}, 413),
 ])
 def test_bodies_without_a_length_or_too_large_are_refused_unread(headers, status):
@@ -179,6 +179,34 @@ def test_bodies_without_a_length_or_too_large_are_refused_unread(headers, status
             raise AssertionError("the body was read")
     got = http_score.read_body(Headers(headers), Unreadable())
     assert isinstance(got, http_score.Answer) and got.status == status
+
+
+def _chunked(body: bytes, sizes=(5, 1, 1000)) -> bytes:
+    out, i, k = b"", 0, 0
+    while i < len(body):
+        n = min(sizes[k % len(sizes)], len(body) - i)
+        out += f"{n:x};ext=1\r\n".encode() if k == 1 else f"{n:X}\r\n".encode()
+        out += body[i:i + n] + b"\r\n"
+        i, k = i + n, k + 1
+    return out + b"0\r\nX-Trailer: y\r\n\r\n"
+
+
+def test_a_chunked_body_as_proxies_send_it_is_read_whole_and_bounded(monkeypatch):
+    """The API server's pod and service proxy forward a body chunked: read whole (sizes in either case, an
+    extension, a trailer); a malformed or truncated one is 400; past the bound 413, read no further."""
+    import io
+
+    body = json.dumps({"items": [], "prompts": []}).encode() * 7
+    got = http_score.read_body(Headers({"Transfer-Encoding": "chunked"}), io.BytesIO(_chunked(body) + b"NEXT"))
+    assert got == body
+    for bad in (b"zz\r\nabc\r\n0\r\n\r\n", b"10\r\nshort\r\n", b"3\r\nabcXX0\r\n\r\n"):
+        a = http_score.read_body(Headers({"Transfer-Encoding": "chunked"}), io.BytesIO(bad))
+        assert isinstance(a, http_score.Answer) and a.status == 400, bad
+    monkeypatch.setattr(httpapi, "MAX_BODY_BYTES", 100)
+    stream = io.BytesIO(_chunked(b"x" * 1000, sizes=(60,)))
+    a = http_score.read_body(Headers({"Transfer-Encoding": "Chunked"}), stream)
+    assert isinstance(a, http_score.Answer) and a.status == 413
+    assert stream.tell() < 200  # stopped at the bound, not read to the end
 
 
 # ---- flow-GRPO --------------------------------------------------------------------------------------------------------

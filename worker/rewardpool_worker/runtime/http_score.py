@@ -5,8 +5,8 @@ registered memory, the same queue, the same scorer version).
 A request is split by the worker's batchSize and its batches queued on the actor at once. What HTTP says:
 - 200 with a score per item, or an error for the items that could not be scored (a scorer's refusal, an output
   the store no longer holds): the others keep theirs;
-- 400 naming the field of a malformed request; 411 without a Content-Length; 413 past MAX_BODY_BYTES (the body is
-  not read);
+- 400 naming the field of a malformed request; 411 without a Content-Length or chunked encoding; 413 past
+  MAX_BODY_BYTES (a body whose length says so is not read; a chunked one is read no further than the bound);
 - 429 with Retry-After when the worker's queue is full (the load balancer or client tries again or elsewhere);
 - 503 while the worker is not Ready to score (starting, draining, shadowing, the store master not answering):
   the Service routes Ready workers only, so a caller sees this only in the moment a worker leaves;
@@ -149,9 +149,14 @@ def refusal(cause: BaseException) -> Answer | None:
 
 
 def read_body(headers, rfile) -> bytes | Answer:
-    """The request's body, or the answer that refuses it (no length, too large) without reading it."""
-    if headers.get("Transfer-Encoding"):
-        return _error(411, "send the body with a Content-Length (chunked bodies are not accepted)")
+    """The request's body, or the answer that refuses it (no length, too large) without reading it. A chunked
+    body (what proxies such as the API server's pod and service proxy forward) is read chunk by chunk, never past
+    MAX_BODY_BYTES."""
+    encoding = (headers.get("Transfer-Encoding") or "").strip().lower()
+    if encoding == "chunked":
+        return _read_chunked(rfile, httpapi.MAX_BODY_BYTES)
+    if encoding:
+        return _error(411, f"Transfer-Encoding {encoding!r} is not accepted: send a Content-Length or chunked body")
     try:
         length = int(headers.get("Content-Length", ""))
     except ValueError:
@@ -159,9 +164,40 @@ def read_body(headers, rfile) -> bytes | Answer:
     if length < 0:
         return _error(400, "Content-Length is negative")
     if length > httpapi.MAX_BODY_BYTES:
-        return _error(413, f"the body has {length} bytes; at most {httpapi.MAX_BODY_BYTES} are accepted: send "
-                           "fewer items per request, or stored outputs (refs) instead of inline media")
+        return _too_large(length)
     return rfile.read(length)
+
+
+def _too_large(length: int | str) -> Answer:
+    return _error(413, f"the body has {length} bytes; at most {httpapi.MAX_BODY_BYTES} are accepted: send "
+                       "fewer items per request, or stored outputs (refs) instead of inline media")
+
+
+def _read_chunked(rfile, limit: int) -> bytes | Answer:
+    """RFC 9112 chunked transfer coding: size lines (hex, extensions ignored), data, CRLF; a zero size, then
+    trailers up to an empty line."""
+    parts, total = [], 0
+    while True:
+        line = rfile.readline(1026)
+        try:
+            size = int(line.split(b";", 1)[0].strip(), 16)
+        except ValueError:
+            return _error(400, "a malformed chunk size in a chunked body")
+        if size < 0:
+            return _error(400, "a malformed chunk size in a chunked body")
+        if size == 0:
+            break
+        total += size
+        if total > limit:
+            return _too_large(f"more than {limit}")
+        data = rfile.read(size)
+        if len(data) != size or rfile.read(2) != b"\r\n":
+            return _error(400, "a chunked body ended early or without its CRLF")
+        parts.append(data)
+    for _ in range(64):  # trailers, up to the empty line
+        if rfile.readline(8192) in (b"\r\n", b"\n", b""):
+            break
+    return b"".join(parts)
 
 
 def unavailable() -> Answer:
