@@ -155,14 +155,8 @@ def plan_node(node: str, identity: str, digest: str | None, disk: DiskState, pod
                      "message": pod.message or "the copy pod is starting"})
 
 
-def summary(entries: list[dict]) -> str:
-    """The cache's READY column: nodes Ready of nodes reporting."""
-    return f"{sum(1 for e in entries if e.get('phase') == 'Ready')}/{len(entries)}"
-
-
 # Objects the agent and the operator write
-def copy_pod(cache: dict, node: str, namespace: str, image: str, root: str, identity: str,
-             service_account: str | None = None) -> dict:
+def copy_pod(cache: dict, node: str, namespace: str, image: str, root: str, identity: str) -> dict:
     """The pod that copies a cache's source onto one node: pinned to the node (nodeName, no scheduling), the
     source mounted read-only, the node's cache root from a hostPath. Never restarted: the agent reads its end."""
     name = cache["metadata"]["name"]
@@ -180,7 +174,7 @@ def copy_pod(cache: dict, node: str, namespace: str, image: str, root: str, iden
             "--node", node]
     if spec.get("digest"):
         args += ["--digest", spec["digest"]]
-    pod = {
+    return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": copy_pod_name(name, node), "namespace": namespace,
                      "labels": {CACHE_LABEL: name, "app.kubernetes.io/component": "model-cache-copy",
@@ -205,13 +199,11 @@ def copy_pod(cache: dict, node: str, namespace: str, image: str, root: str, iden
                         {"name": "cache", "hostPath": {"path": root, "type": "DirectoryOrCreate"}}],
         },
     }
-    if service_account:
-        pod["spec"]["serviceAccountName"] = service_account
-    return pod
 
 
 def copy_pod_name(cache: str, node: str) -> str:
-    return f"rewardpool-copy-{cache[:30]}-{hashlib.sha256(node.encode()).hexdigest()[:8]}"
+    """Unique per cache and node (two long cache names sharing a prefix must not share a pod)."""
+    return f"rewardpool-copy-{cache[:30]}-{hashlib.sha256(f'{cache}/{node}'.encode()).hexdigest()[:8]}"
 
 
 def local_volume(name: str, namespace: str, root: str = ROOT) -> dict:
@@ -291,5 +283,6 @@ def cache_summary(entries: list[dict], users: list[str]) -> dict:
     """The status fields the operator keeps on a cache: Ready nodes of those reporting, the Ready copies' digest
     (when they agree; "mixed" when not) and the pools using it."""
     digests = {e.get("digest") for e in entries if e.get("phase") == "Ready"}
-    return {"ready": summary(entries), "digest": digests.pop() if len(digests) == 1 else ("mixed" if digests else None),
+    ready = f"{sum(1 for e in entries if e.get('phase') == 'Ready')}/{len(entries)}"  # the READY column
+    return {"ready": ready, "digest": digests.pop() if len(digests) == 1 else ("mixed" if digests else None),
             "usedBy": ", ".join(users) or None}

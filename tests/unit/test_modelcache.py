@@ -142,6 +142,8 @@ def test_copy_pod_is_pinned_read_only_and_unprivileged():
     assert {v["name"]: v for v in img["spec"]["volumes"]}["source"]["image"] == {"reference": "r/m:1",
                                                                                  "pullPolicy": "Never"}
     assert mc.copy_pod_name("pick", "node-a") != mc.copy_pod_name("pick", "node-b")
+    long = "x" * 40
+    assert mc.copy_pod_name(long + "a", "node-a") != mc.copy_pod_name(long + "b", "node-a")
 
 
 def test_local_volume_and_claim_bind_each_other_on_the_cache_nodes():
