@@ -294,9 +294,14 @@ def run(args) -> int:
             print(f"disk: {disk[pool][1] / 1e9:.2f} GB in {disk[pool][0]:.2f} s "
                   f"({disk[pool][1] / disk[pool][0] / 1e9:.2f} GB/s)", flush=True)
         print(table(rows, disk), flush=True)
+        for r in rows:
+            r["disk_seconds"] = disk[r["pool"]][0]
         out = Path(".rewardpool") / "coldstart.json"
         out.parent.mkdir(exist_ok=True)
         out.write_text(json.dumps({"rows": rows, "disk": disk, "cache_fill": filled}, indent=1))
+        from .plots import coldstart_timeline
+
+        print(f"timeline: {coldstart_timeline(rows, out.with_suffix('.png'))}", flush=True)
         for m, e in filled.items():
             print(f"cache fill {cache_name(m)}: {e['bytes'] / 1e9:.2f} GB copied and verified, Ready after "
                   f"{e['seen_seconds']} s ({e['message']})", flush=True)

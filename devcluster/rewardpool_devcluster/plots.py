@@ -80,3 +80,48 @@ def operator_timeline(out: dict, path: Path) -> Path:
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
+
+
+# (label, how to read its seconds from a cold start's row) in the order they happen
+COLDSTART_PHASES = [
+    ("pod created, scheduled, container started",
+     lambda r: max(0.0, r["scale_to_created"]) + r["created_to_scheduled"] + r["scheduled_to_started"]),
+    ("imports", lambda r: r["startup"].get("imports_seconds", 0.0)),
+    ("Ray", lambda r: r["startup"].get("network_seconds", 0.0) + r["startup"].get("ray_seconds", 0.0)),
+    ("model wait", lambda r: r["startup"].get("model_wait_seconds", 0.0)),
+    ("actor, store client, buffers", lambda r: r["startup"].get("actor_seconds", 0.0)
+     - r["startup"].get("weight_load_seconds", 0.0) - r["startup"].get("warmup_seconds", 0.0)),
+    ("weight load", lambda r: r["startup"].get("weight_load_seconds", 0.0)),
+    ("warm-up forward", lambda r: r["startup"].get("warmup_seconds", 0.0)),
+]
+
+
+def coldstart_timeline(rows: list[dict], path: Path) -> Path:
+    """`bench coldstart`: one bar per cold start, its phases end to end from the scale-up, then the wait for the
+    pool's Ready (probe, status) and the first score; the disk's own read time of the weights marked on the
+    weight-load phase."""
+    plt = _pyplot()
+    colors = ["0.7", "tab:blue", "tab:cyan", "tab:gray", "tab:olive", "tab:red", "tab:orange"]
+    fig, ax = plt.subplots(figsize=(11, 1.8 + 0.8 * len(rows)))
+    for y, r in enumerate(rows):
+        start = 0.0
+        for (label, f), color in zip(COLDSTART_PHASES, colors):
+            width = max(0.0, f(r))
+            ax.barh(y, width, left=start, color=color, label=label if y == 0 else None)
+            if label == "weight load" and r.get("disk_seconds"):
+                ax.plot([start + r["disk_seconds"]] * 2, [y - 0.4, y + 0.4], color="k", lw=1.5,
+                        label="disk's own read (dd)" if y == 0 else None)
+            start += width
+        ax.barh(y, max(0.0, r["pool_ready_seen"] - start), left=start, color="tab:green",
+                label="to pool Ready (probe, status)" if y == 0 else None)
+        ax.barh(y, max(0.0, r["first_score"] - r["pool_ready_seen"]), left=r["pool_ready_seen"], color="k",
+                label="first score" if y == 0 else None)
+        ax.text(r["first_score"] + 0.5, y, f"{r['first_score']:.1f} s", va="center", fontsize=8)
+    ax.set_yticks(range(len(rows)), [r["label"] for r in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds from replicas 0 -> 1")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=5)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

@@ -64,3 +64,14 @@ def test_the_table_sets_the_weight_load_beside_the_disks_read():
     assert "| worker: **weight load** | 8.00 |" in text and "| weight load / disk read | 1.60x |" in text
     assert "| worker: actor, store client and registered buffers | 2.00 |" in text
     assert "| **zero to first score** | **31.5** |" in text and "3.90 GB" in text
+
+
+def test_the_timeline_plot_draws_each_cold_start(tmp_path):
+    from rewardpool_devcluster.plots import COLDSTART_PHASES, coldstart_timeline
+
+    row = {"label": "(a) PVC", "scale_to_created": -0.1, "created_to_scheduled": 0.0, "scheduled_to_started": 1.0,
+           "startup": {"imports_seconds": 8.0, "ray_seconds": 8.0, "actor_seconds": 25.0, "weight_load_seconds": 8.0,
+                       "warmup_seconds": 7.0}, "pool_ready_seen": 45.0, "first_score": 52.0, "disk_seconds": 8.4}
+    assert [round(f(row), 2) for _, f in COLDSTART_PHASES] == [1.0, 8.0, 8.0, 0.0, 10.0, 8.0, 7.0]
+    path = coldstart_timeline([row, {**row, "label": "(c) cache"}], tmp_path / "t.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
