@@ -21,10 +21,10 @@ from rewardpool_worker.contract import GROUP, PLURAL, POOL_LABEL, VERSION
 
 from .controller import Controller
 from .kube import NAD, Kube
-from .modelcache import PLURAL as CACHE_PLURAL
-from .reasons import MODEL_CACHE_IN_USE
 from .leader import LeaderElector
+from .modelcache import PLURAL as CACHE_PLURAL
 from .podcache import PodCache
+from .reasons import MODEL_CACHE_IN_USE
 from .watches import NodeCache, watch_pool_pods
 
 log = logging.getLogger("rewardpool.operator")

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from rewardpool_worker.contract import control_secret_name
 
 from . import reasons as R
-from .builders import (attachment_ref, model_caches, model_source, control_secret, control_token, disruption_budget, headless_service,
-                       network_attachment, score_service)
+from .builders import (attachment_ref, control_secret, control_token, disruption_budget, headless_service,
+                       model_caches, model_source, network_attachment, score_service)
 from .findings import Problem
 from .kube import Kube, NadCrdMissing
 from .modelcache import cache_problem, local_claim, local_volume
