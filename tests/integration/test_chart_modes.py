@@ -3,7 +3,8 @@
 Render: every RBAC scope and values combination the README and values.yaml document is rendered with
 `helm template`, and the exact grants each produces are asserted: which kinds (ClusterRole, Role, bindings),
 in which namespaces, over which (apiGroup, resource, verb). A namespace-scoped install must grant nothing
-cluster-wide but the read-only node and CRD rules.
+cluster-wide over what lives in namespaces: only the node and CRD reads and the cluster-scoped model cache's
+objects (RewardModelCaches, PersistentVolumes). The model cache's node agent has its own identity and grants.
 
 Install: the chart is installed into the real control plane in both modes (and with rbac.create=false), and
 `kubectl auth can-i --as=<the chart's ServiceAccount>` checks what that identity may and may not do there,
@@ -58,6 +59,16 @@ READ = ["get", "list", "watch"]
 # Security level) and CRD discovery (kopf).
 CLUSTER_READS = (expand([""], ["nodes"], READ) | expand([""], ["namespaces"], ["get"])
                  | expand(["apiextensions.k8s.io"], ["customresourcedefinitions"], READ))
+# The model cache, cluster-scoped: caches (their summary, the deletion guard's finalizer) and their local volumes.
+CACHE_CLUSTER = (expand(["rewardpool.io"], ["rewardmodelcaches"], READ + ["patch"])
+                 | expand(["rewardpool.io"], ["rewardmodelcaches/status"], ["patch"])
+                 | expand([""], ["persistentvolumes"], ["get", "list", "create", "patch", "delete"]))
+CLUSTER_WIDE = CLUSTER_READS | CACHE_CLUSTER
+# The node agent: its node's labels and cache status cluster-wide; its copy pods and their sources at home.
+AGENT_CLUSTER = (expand(["rewardpool.io"], ["rewardmodelcaches"], READ)
+                 | expand(["rewardpool.io"], ["rewardmodelcaches/status"], ["patch"])
+                 | expand([""], ["nodes"], ["get", "patch"]))
+AGENT_HOME = expand([""], ["pods"], ["get", "list", "create", "delete"]) | expand([""], ["persistentvolumeclaims"], ["get"])
 # What it does inside a namespace it manages.
 NAMESPACED = (expand(["rewardpool.io"], ["rewardpools"], READ)
               | expand(["rewardpool.io"], ["rewardpools/status", "rewardpools/scale"], ["get", "patch", "update"])
@@ -67,7 +78,9 @@ NAMESPACED = (expand(["rewardpool.io"], ["rewardpools"], READ)
               | expand(["", "events.k8s.io"], ["events"], ["create", "patch"])
               | expand(["rewardpool.io"], ["rewardpools/finalizers"], ["update"])
               | expand(["policy"], ["poddisruptionbudgets"], READ + ["create", "patch"])
-              | expand([""], ["secrets"], ["get", "create"]))  # the pools' control tokens; no list/watch
+              | expand([""], ["secrets"], ["get", "create"])  # the pools' control tokens; no list/watch
+              # scorer.model.pvc (it exists) and scorer.model.cache (the claim bound to the cache's volume)
+              | expand([""], ["persistentvolumeclaims"], ["get", "create", "patch", "delete"]))
 # Leader election, in the release namespace only, in every mode.
 LEADER = expand(["coordination.k8s.io"], ["leases"], ["get", "create", "update"])
 # Resources that live in namespaces: never granted cluster-wide by a namespace-scoped install.
@@ -93,15 +106,37 @@ def operator_args(docs: list[dict]) -> list[str]:
     return dep["spec"]["template"]["spec"]["containers"][0]["args"]
 
 
+def agent_objects(full, namespace):
+    return {(k, None, f"{full}-agent") for k in ("ClusterRole", "ClusterRoleBinding")} | \
+        {(k, namespace, f"{full}-agent") for k in ("Role", "RoleBinding")}
+
+
+def named(docs, kind, name):
+    (d,) = [d for d in by_kind(docs, kind) if d["metadata"]["name"] == name]
+    return d
+
+
+def assert_agent(docs, full, namespace):
+    """The agent's grants, bound to its own ServiceAccount only."""
+    assert grants(named(docs, "ClusterRole", f"{full}-agent")["rules"]) == AGENT_CLUSTER
+    assert grants(named(docs, "Role", f"{full}-agent")["rules"]) == AGENT_HOME
+    for kind in ("ClusterRoleBinding", "RoleBinding"):
+        assert subjects(named(docs, kind, f"{full}-agent")) == [("ServiceAccount", f"{full}-agent", namespace)]
+    (ds,) = by_kind(docs, "DaemonSet")
+    assert ds["spec"]["template"]["spec"]["serviceAccountName"] == f"{full}-agent"
+
+
 def assert_cluster_scope(docs, release="rp", namespace="rp-system", sa=None):
     full = f"{release}-{NAME}"
     sa = sa or full
     assert rbac_objects(docs) == {("ClusterRole", None, f"{full}-cluster"), ("ClusterRoleBinding", None, f"{full}-cluster"),
-                                  ("Role", namespace, f"{full}-leader"), ("RoleBinding", namespace, f"{full}-leader")}
-    (cr,) = by_kind(docs, "ClusterRole")
-    assert grants(cr["rules"]) == CLUSTER_READS | NAMESPACED
+                                  ("Role", namespace, f"{full}-leader"), ("RoleBinding", namespace, f"{full}-leader")} \
+        | agent_objects(full, namespace)
+    cr = named(docs, "ClusterRole", f"{full}-cluster")
+    assert grants(cr["rules"]) == CLUSTER_WIDE | NAMESPACED
     assert_leader_role(docs, full, namespace, sa)
-    (crb,) = by_kind(docs, "ClusterRoleBinding")
+    assert_agent(docs, full, namespace)
+    crb = named(docs, "ClusterRoleBinding", f"{full}-cluster")
     assert crb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{full}-cluster"}
     assert subjects(crb) == [("ServiceAccount", sa, namespace)]
 
@@ -112,13 +147,14 @@ def assert_namespace_scope(docs, watched, release="rp", namespace="rp-system", s
     expected = {("ClusterRole", None, f"{full}-cluster"), ("ClusterRoleBinding", None, f"{full}-cluster"),
                 ("Role", namespace, f"{full}-leader"), ("RoleBinding", namespace, f"{full}-leader")}
     expected |= {(k, ns, full) for ns in watched for k in ("Role", "RoleBinding")}
-    assert rbac_objects(docs) == expected
-    (cr,) = by_kind(docs, "ClusterRole")
+    assert rbac_objects(docs) == expected | agent_objects(full, namespace)
+    cr = named(docs, "ClusterRole", f"{full}-cluster")
     cluster_wide = grants(cr["rules"])
-    # the whole point of the mode: nothing cluster-wide over what lives in namespaces, only the two reads
+    # the whole point of the mode: nothing cluster-wide over what lives in namespaces
     assert not {g for g in cluster_wide if g[1] in NAMESPACED_RESOURCES}, sorted(cluster_wide)
-    assert cluster_wide == CLUSTER_READS
-    (crb,) = by_kind(docs, "ClusterRoleBinding")
+    assert cluster_wide == CLUSTER_WIDE
+    assert_agent(docs, full, namespace)
+    crb = named(docs, "ClusterRoleBinding", f"{full}-cluster")
     assert crb["roleRef"]["name"] == f"{full}-cluster" and subjects(crb) == [("ServiceAccount", sa, namespace)]
     for role in by_kind(docs, "Role"):
         if role["metadata"]["name"] == full:
@@ -143,7 +179,7 @@ def test_cluster_scope_is_the_default_one_cluster_role_over_everything_the_opera
     docs = render()
     assert_cluster_scope(docs)
     assert not any(a.startswith("--namespace") for a in operator_args(docs))  # watches every namespace
-    assert [d["metadata"]["name"] for d in by_kind(docs, "ServiceAccount")] == [f"rp-{NAME}"]
+    assert [d["metadata"]["name"] for d in by_kind(docs, "ServiceAccount")] == [f"rp-{NAME}-agent", f"rp-{NAME}"]
     assert not by_kind(docs, "ServiceMonitor")
 
 
@@ -173,13 +209,13 @@ def test_namespace_scope_without_namespaces_is_refused():
 def test_rbac_create_false_renders_no_rbac_but_keeps_the_service_account(sets):
     docs = render("rbac.create=false", *sets)
     assert rbac_objects(docs) == set()
-    assert [d["metadata"]["name"] for d in by_kind(docs, "ServiceAccount")] == [f"rp-{NAME}"]
+    assert [d["metadata"]["name"] for d in by_kind(docs, "ServiceAccount")] == [f"rp-{NAME}-agent", f"rp-{NAME}"]
 
 
 @pytest.mark.parametrize("sets,scope", [([], "cluster"), (["rbac.scope=namespace", "watchNamespaces={rl-team}"], "namespace")])
 def test_existing_service_account_is_bound_and_used_not_created(sets, scope):
     docs = render("serviceAccount.create=false", "serviceAccount.name=ops-sa", *sets)
-    assert not by_kind(docs, "ServiceAccount")
+    assert [d["metadata"]["name"] for d in by_kind(docs, "ServiceAccount")] == [f"rp-{NAME}-agent"]  # its own
     (dep,) = by_kind(docs, "Deployment")
     assert dep["spec"]["template"]["spec"]["serviceAccountName"] == "ops-sa"
     if scope == "cluster":
@@ -190,7 +226,7 @@ def test_existing_service_account_is_bound_and_used_not_created(sets, scope):
 
 def test_named_service_account_is_created_and_bound():
     docs = render("serviceAccount.name=ops-sa", "serviceAccount.annotations.team=rl")
-    (sa,) = by_kind(docs, "ServiceAccount")
+    sa = named(docs, "ServiceAccount", "ops-sa")
     assert (sa["metadata"]["name"], sa["metadata"]["namespace"], sa["metadata"]["annotations"]) == \
         ("ops-sa", "rp-system", {"team": "rl"})
     assert_cluster_scope(docs, sa="ops-sa")
@@ -246,7 +282,7 @@ def test_no_combination_grants_secrets_wildcards_or_rbac_writes(sets):
                 # Secrets: get and create of the pools' control tokens only, never list/watch/update/delete
                 assert r != "secrets" or v in ("get", "create"), d
                 assert g != "rbac.authorization.k8s.io", d
-                assert (g, r, v) in CLUSTER_READS | NAMESPACED | LEADER, (g, r, v)
+                assert (g, r, v) in CLUSTER_WIDE | NAMESPACED | LEADER | AGENT_CLUSTER | AGENT_HOME, (g, r, v)
 
 
 # ---- install: what the ServiceAccount may do on the real API server ------------------------------------------
@@ -406,7 +442,7 @@ def test_namespace_mode_real_requests_as_the_service_account(chart, spaces, name
 def test_the_installed_rules_are_the_rendered_rules(chart, spaces, namespaced_install):
     """What helm put in the API server is what the render tests asserted (nothing added or lost on the way)."""
     cr = json.loads(kubectl(chart, "get", "clusterrole", f"rpns-{NAME}-cluster", "-o", "json").stdout)
-    assert grants(cr["rules"]) == CLUSTER_READS
+    assert grants(cr["rules"]) == CLUSTER_WIDE
     for w in ("a", "b"):
         role = json.loads(kubectl(chart, "get", "role", f"rpns-{NAME}", "-n", spaces[w], "-o", "json").stdout)
         assert grants(role["rules"]) == NAMESPACED
