@@ -115,5 +115,6 @@ def test_a_pool_from_a_model_cache_starts_where_the_copy_is_and_scores(kube, nod
              what="the node's cache label removed")
     wait_for(lambda: not (Path(ROOT) / cache).exists(), timeout=30, what="the node's copy removed")
     kube("delete", "rewardmodelcache", bad, "--wait=false", check=False)
+    wait_for(lambda: not (Path(ROOT) / bad).exists(), timeout=60, what="the failed cache's directory removed")
     kube("delete", "pvc", "-n", OPERATOR_NS, claim, "--wait=false", check=False)
     kube("delete", "pv", f"rn-src-{tag}", "--wait=false", check=False)
