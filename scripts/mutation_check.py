@@ -430,6 +430,14 @@ MUTANTS = [
            'if mode == "Required"]', 'if mode == "Never"]',
            ("tests/unit/test_modelcache.py", "tests/unit/test_builders.py"), "unit",
            "a pool whose copy is required lands on a node without it"),
+    Mutant("cache-term-first-only", "operator/rewardpool_operator/modelcache.py",
+           "        for term in terms:\n", "        for term in terms[:1]:\n",
+           ("tests/unit/test_modelcache.py", "tests/unit/test_builders.py"), "unit",
+           "a template's second node-affinity term lets pods onto nodes without the copy"),
+    Mutant("cache-template-affinity-wins", "operator/rewardpool_operator/builders.py",
+           'pool_affinity(caches, pod["spec"].get("affinity"))', 'pod["spec"].get("affinity") or pool_affinity(caches)',
+           ("tests/unit/test_builders.py",), "unit",
+           "a template's node affinity drops the cache's placement"),
 ]
 
 

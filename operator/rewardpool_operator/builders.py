@@ -353,9 +353,9 @@ def pod_template(pool: Pool, sizing: SizingResult) -> dict:
     volumes, mounts = model_mounts(pool)  # the scorers' model sources, read-only
     pod["spec"]["volumes"] += volumes
     container["volumeMounts"] += mounts
-    if caches := model_caches(pool):  # to the nodes that hold the caches' copies (a podTemplate affinity merges in)
-        pod["spec"]["affinity"] = pool_affinity(caches)
     pod["spec"] = _merge(pod["spec"], spec.podTemplate.spec)
+    if caches := model_caches(pool):  # to the nodes that hold the caches' copies, whatever the template asks too
+        pod["spec"]["affinity"] = pool_affinity(caches, pod["spec"].get("affinity"))
     _keep_ipc_lock(pod["spec"])
     pod["metadata"]["labels"][HASH_LABEL] = worker_identity(pool, sizing)
     pod["metadata"]["labels"][SCORER_VERSION_LABEL] = scorer_digest(pool)

@@ -10,6 +10,7 @@ PersistentVolume (one per cache and namespace, bound to the claim CLAIM_PREFIX<c
 is placed on nodes where that label is Ready (required, or preferred)."""
 from __future__ import annotations
 
+import copy
 import hashlib
 from dataclasses import dataclass, field
 
@@ -242,18 +243,29 @@ def placement_term(cache_name: str) -> dict:
     return {"key": node_label(cache_name), "operator": "In", "values": [READY]}
 
 
-def pool_affinity(caches: dict[str, str]) -> dict:
-    """Node affinity of a pool's pods for its caches {name: Required|Preferred}: required caches in one term (a
-    node must hold all of them), each preferred cache a weighted preference."""
+def pool_affinity(caches: dict[str, str], template: dict | None = None) -> dict:
+    """Node affinity of a pool's pods for its caches {name: Required|Preferred}, joined with the podTemplate's
+    own `template` affinity: each required cache is ANDed into every required term (the template's terms are ORed:
+    whichever a node matches, it must also hold the copies), each preferred cache a weighted preference beside the
+    template's. The template's other affinities (pod, anti) stay as they are."""
+    out = copy.deepcopy(template or {})
     required = [placement_term(n) for n, mode in sorted(caches.items()) if mode == "Required"]
     preferred = [{"weight": 100, "preference": {"matchExpressions": [placement_term(n)]}}
                  for n, mode in sorted(caches.items()) if mode != "Required"]
-    out: dict = {}
+    if not (required or preferred):
+        return out
+    node = out.setdefault("nodeAffinity", {})
     if required:
-        out["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": [{"matchExpressions": required}]}
+        sel = node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+        terms = sel.get("nodeSelectorTerms") or [{}]
+        for term in terms:
+            have = term.setdefault("matchExpressions", [])
+            have += [t for t in required if t not in have]
+        sel["nodeSelectorTerms"] = terms
     if preferred:
-        out["preferredDuringSchedulingIgnoredDuringExecution"] = preferred
-    return {"nodeAffinity": out} if out else {}
+        have = node.setdefault("preferredDuringSchedulingIgnoredDuringExecution", [])
+        have += [p for p in preferred if p not in have]
+    return out
 
 
 def cache_problem(name: str, cache: dict | None) -> str | None:

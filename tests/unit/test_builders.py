@@ -428,6 +428,25 @@ def test_a_cache_source_mounts_the_nodes_copy_and_places_pods_where_it_is_ready(
         "preference"] == {"matchExpressions": [term]}
     assert builders.template_hash(ppod) != builders.template_hash(pod)
 
+
+def test_a_podtemplate_node_affinity_keeps_the_caches_placement():
+    """A template that pins workers to a GPU kind by node affinity: its term and the cache's both hold (the
+    template's merge replaces lists, so the cache's term is joined after it), its preference stays beside."""
+    gpu = {"key": "gpu", "operator": "In", "values": ["h200"]}
+    pick = {"key": "cache.rewardpool.io/pick", "operator": "In", "values": ["Ready"]}
+    template = {"spec": {"affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [gpu]}]},
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 5, "preference": {"matchExpressions": [gpu]}}]}}}}
+    p = pool(scorer={"name": "pickscore", "model": {"cache": {"name": "pick"}}}, podTemplate=template)
+    _, pod = render(p)
+    node = pod["spec"]["affinity"]["nodeAffinity"]
+    assert node["requiredDuringSchedulingIgnoredDuringExecution"] == {"nodeSelectorTerms": [
+        {"matchExpressions": [gpu, pick]}]}
+    assert node["preferredDuringSchedulingIgnoredDuringExecution"] == [
+        {"weight": 5, "preference": {"matchExpressions": [gpu]}}]
+    assert p.spec.podTemplate.spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] \
+        == {"nodeSelectorTerms": [{"matchExpressions": [gpu]}]}  # the spec itself untouched
+
     mix = pool(scorer={"batchSize": 4}, scorers=[
         {"name": "pickscore", "model": {"cache": {"name": "w", "subPath": "clip", "placement": "Preferred"}}},
         {"name": "hps", "model": {"cache": {"name": "w", "subPath": "hps"}}}])

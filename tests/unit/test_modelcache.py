@@ -170,6 +170,68 @@ def test_pool_affinity_required_and_preferred():
     assert mc.pool_affinity({}) == {}
 
 
+PICK = {"key": "cache.rewardpool.io/pick", "operator": "In", "values": ["Ready"]}
+GPU = {"key": "gpu", "operator": "In", "values": ["h200"]}
+ZONE = {"key": "zone", "operator": "In", "values": ["a"]}
+
+
+@pytest.mark.parametrize("template, terms", [
+    (None, [[PICK]]),                                                                        # the cache alone
+    ({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [GPU]}]}}}, [[GPU, PICK]]),                                     # ANDed into the term
+    ({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [GPU]}, {"matchExpressions": [ZONE]}]}}}, [[GPU, PICK], [ZONE, PICK]]),  # into each
+    ({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [GPU, PICK]}]}}}, [[GPU, PICK]]),                               # not twice
+    ({"podAntiAffinity": {"x": 1}}, [[PICK]]),                                               # other affinities kept
+], ids=["none", "one-term", "two-terms", "already-there", "anti-affinity"])
+def test_a_required_cache_joins_every_term_of_the_templates_node_affinity(template, terms):
+    aff = mc.pool_affinity({"pick": "Required"}, template)
+    got = aff["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert [t["matchExpressions"] for t in got] == terms
+    if template and "podAntiAffinity" in template:
+        assert aff["podAntiAffinity"] == {"x": 1}
+
+
+exprs = st.lists(st.fixed_dictionaries({"key": st.sampled_from(["gpu", "zone", "rack"]),
+                                        "operator": st.sampled_from(["In", "NotIn"]),
+                                        "values": st.lists(st.sampled_from(["a", "b"]), min_size=1, max_size=2)}),
+                 max_size=3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(terms=st.lists(st.fixed_dictionaries({"matchExpressions": exprs}), max_size=3),
+       prefs=st.lists(st.fixed_dictionaries({"weight": st.integers(1, 100),
+                                             "preference": st.fixed_dictionaries({"matchExpressions": exprs})}),
+                      max_size=2),
+       modes=st.dictionaries(st.sampled_from(["pick", "hps"]), st.sampled_from(["Required", "Preferred"]),
+                             min_size=1))
+def test_the_templates_node_affinity_and_the_caches_both_hold(terms, prefs, modes):
+    """Generated template affinities: every node a pod may go to matches one of the template's terms AND holds
+    each required copy; the template's preferences stay, each preferred cache is one more; the template is not
+    changed in place."""
+    node = {}
+    if terms:
+        node["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": terms}
+    if prefs:
+        node["preferredDuringSchedulingIgnoredDuringExecution"] = prefs
+    template = {"nodeAffinity": node} if node else None
+    before = repr(template)
+    aff = mc.pool_affinity(modes, template)["nodeAffinity"]
+    assert repr(template) == before
+    required = [mc.placement_term(n) for n, m in modes.items() if m == "Required"]
+    got = (aff.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+    assert len(got) == (max(len(terms), 1) if required else len(terms))
+    for i, term in enumerate(got):
+        own = terms[i]["matchExpressions"] if i < len(terms) else []
+        assert all(e in term["matchExpressions"] for e in own + required)
+        assert all(e in own + required for e in term["matchExpressions"])
+    pref = aff.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+    assert pref[:len(prefs)] == prefs
+    assert [p["preference"]["matchExpressions"][0] for p in pref[len(prefs):]] == \
+        [mc.placement_term(n) for n, m in sorted(modes.items()) if m != "Required"]
+
+
 def test_what_a_waiting_pool_is_told():
     assert "not found" in mc.cache_problem("pick", None)
     assert "deleted" in mc.cache_problem("pick", {"metadata": {"deletionTimestamp": "x"}})
