@@ -205,11 +205,18 @@ def _event_time(ev: dict) -> float:
     return epoch(ev.get("lastTimestamp") or ev.get("eventTime") or ev["metadata"].get("creationTimestamp")) or 0.0
 
 
+def _event_order(ev: dict) -> tuple[float, int]:
+    """Oldest first. Event times have one-second resolution and a pool's first reconcile writes several in one
+    second: those go in the order the API server stored them (their resourceVersion; the API lists by name)."""
+    rv = ev["metadata"].get("resourceVersion") or ""
+    return _event_time(ev), int(rv) if rv.isdigit() else 0
+
+
 def pool_events(pool: dict, events: list[dict]) -> list[dict]:
     """This pool's events, oldest first; those of an earlier pool of the same name (another uid) left out."""
     uid = pool["metadata"].get("uid")
     mine = [e for e in events if not uid or (e.get("involvedObject") or {}).get("uid") in (None, uid)]
-    return sorted(mine, key=_event_time)
+    return sorted(mine, key=_event_order)
 
 
 def events_lines(pool: dict, events: list[dict], now: float) -> list[str]:

@@ -156,6 +156,17 @@ def test_events_are_the_last_few_of_this_pool_oldest_first():
     assert shown[-1].endswith("again and again (x4)")
 
 
+def test_events_of_one_second_are_in_the_order_the_api_server_stored_them():
+    """A pool's first reconcile writes several events in one second; the API lists them by name (random): the
+    last five shown are the last five stored (resourceVersion), not whichever sort last by name."""
+    evs = [{**event(f"R{i}", "m", 2), "metadata": {"name": f"ps.{name}", "creationTimestamp": ts(2),
+                                                    "resourceVersion": str(900 + i)}}
+           for i, name in enumerate(["f", "a", "e", "b", "d", "c", "g"])]
+    out = statusview.render_pool(pool(), [], sorted(evs, key=lambda e: e["metadata"]["name"]), {}, NOW)
+    shown = out.split("Events (last 5):\n")[1].splitlines()[1:]
+    assert [re.split(r"\s{2,}", x.strip())[2] for x in shown] == ["R2", "R3", "R4", "R5", "R6"]
+
+
 def test_age_reads_like_kubectl():
     cases = {None: "-", -3: "0s", 0: "0s", 95: "95s", 120: "2m", 125: "2m5s", 599: "9m59s", 3599: "59m",
              3 * 3600: "3h", 5 * 3600 + 180: "5h3m", 30 * 3600: "30h", 3 * 86400 + 4 * 3600: "3d4h",
