@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds what the dev cluster's real node runs besides Debian's containerd/runc/CNI plugins, cached by version:
-# kubelet and kube-proxy from the Kubernetes Go modules (same version as the control plane), CoreDNS, and the
-# Multus thin plugin + whereabouts IPAM from the Go module proxy. A second run returns at once. Prints the folder.
+# Builds what the dev cluster's real node runs besides containerd (build-containerd.sh) and Debian's runc and
+# CNI plugins, cached by version: kubelet and kube-proxy from the Kubernetes Go modules (same version as the control
+# plane), CoreDNS, and the Multus thin plugin + whereabouts IPAM from the Go module proxy. A second run returns at
+# once. Prints the folder.
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 K8S_VERSION="${K8S_VERSION:-v1.36.3}"

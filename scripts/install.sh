@@ -37,8 +37,11 @@ python_chain() {
   phase venv bash "$root/scripts/venv.sh"
   local venv=$out
   phase images bash "$root/devcluster/images.sh"
-  # into the node's containerd now, while the Go chain still builds (the node would otherwise wait for it)
-  phase node-images "$venv/bin/python" -m rewardpool_devcluster.node_images "$out"
+  local images=$out
+  # the node's containerd (a short Go build beside the control plane's), which then imports the images now,
+  # while the Go chain still builds (the node would otherwise wait for it)
+  phase containerd bash "$root/devcluster/build-containerd.sh"
+  phase node-images "$venv/bin/python" -m rewardpool_devcluster.node_images "$images" "$out"
 }
 go_chain & go_pid=$!
 python_chain & py_pid=$!

@@ -1,8 +1,10 @@
 """`rewardpool-bench coldstart`: from `replicas: 0` to the first output scored, on the real node, with the model
-from a PersistentVolumeClaim on the node's disk (scorer.model.pvc; issue 34's case (a)) and from a
-RewardModelCache's copy on the node (scorer.model.cache; case (c)), broken down by phase. The cache is filled
-first (the agent's copy pod copies and verifies each model; its time is reported) and is not part of the cold
-start: a pool scaling from zero finds the copy there.
+from a PersistentVolumeClaim on the node's disk (scorer.model.pvc; issue 34's case (a)), from an OCI image in the
+node's containerd mounted as an `image` volume (scorer.model.image; case (b), PickScore only: the file set as an
+image would sit on this disk three times, in buildah's store, containerd's content and its snapshot) and from a
+RewardModelCache's copy on the node (scorer.model.cache; case (c)), broken down by phase. The cache is filled and
+the image imported first (their times are reported) and are not part of the cold start: a pool scaling from zero
+finds them there.
 
 Two models: PickScore at its real shapes (CLIP-H/14 built with random weights through transformers' own CLIP:
 about 3.9 GB of float32 safetensors) and a file set of a judge's size (--fileset-gb, 16 by default) read whole by
@@ -130,11 +132,14 @@ def caches(root: Path, models: dict[str, Path]) -> list[dict]:
         for m, path in models.items())]
 
 
-def pools(image: str, models: dict[str, Path], source: str = "pvc") -> list[dict]:
-    """The PickScore and file-set pools, at replicas 0, their models from the claim (`pvc`) or the caches."""
+def pools(image: str, models: dict[str, Path], source: str = "pvc", refs: dict[str, str] | None = None) -> list[dict]:
+    """The PickScore and file-set pools, at replicas 0, their models from the claim (`pvc`), the caches or the
+    model images (`refs`: the models that have one; the others get no pool of this source)."""
     def model(name: str) -> dict:
         if source == "cache":
             return {"cache": {"name": cache_name(name)}}
+        if source == "image":  # a model without an image: its pool is dropped below
+            return {"image": {"reference": (refs or {}).get(name, "-"), "pullPolicy": "IfNotPresent"}}
         return {"pvc": {"claimName": CLAIM, "subPath": models[name].name}}
     suffix = "" if source == "pvc" else f"-{source}"
     pick = real_node_pool(f"cold-pickscore{suffix}", NS, image, replicas=0, cpu="500m",
@@ -147,6 +152,8 @@ def pools(image: str, models: dict[str, Path], source: str = "pvc") -> list[dict
     worker["env"].append({"name": "PYTHONPATH", "value": "/bench"})
     worker["volumeMounts"] = [{"name": "scorer", "mountPath": "/bench", "readOnly": True}]
     files["spec"]["podTemplate"]["spec"]["volumes"] = [{"name": "scorer", "configMap": {"name": "coldstart-scorer"}}]
+    if source == "image":
+        return [p for p, m in ((pick, "pickscore"), (files, "fileset")) if m in (refs or {})]
     return [pick, files]
 
 
@@ -167,6 +174,21 @@ def fill_caches(env: Environment, models: dict[str, Path]) -> dict[str, dict]:
         out[m] = {**entry, "seen_seconds": round(time.monotonic() - t0, 1)}
         print(json.dumps(out[m]), flush=True)
     return out
+
+
+def remove_model_images(env: Environment) -> None:
+    """The bench's model images out of the node's containerd and buildah's store (4 GB each: this disk is small)."""
+    from .realnode_images import MODEL_IMAGE
+
+    prefix = f"{MODEL_IMAGE}coldstart-"
+    for ref in env.node.ctr("images", "ls", "-q", check=False).stdout.split():
+        if ref.startswith(prefix):
+            env.node.ctr("images", "rm", "--sync", ref, check=False)
+    buildah = env.node.images.buildah()
+    for ref in subprocess.run([*buildah, "images", "--format", "{{.Name}}:{{.Tag}}"], capture_output=True,
+                              text=True).stdout.split():
+        if ref.startswith(prefix):
+            subprocess.run([*buildah, "rmi", "-f", ref], capture_output=True)
 
 
 def drop_caches() -> None:
@@ -275,11 +297,19 @@ def run(args) -> int:
         filled = fill_caches(env, models)
         from rewardpool_operator.modelcache import ROOT, data_dir
 
-        env.apply(pools(env.node.images.worker, models) + pools(env.node.images.worker, models, "cache"))
+        step("packaging the CLIP-H/14 weights as an OCI image (buildah, no base) into the node's containerd")
+        t = time.monotonic()
+        refs = {"pickscore": env.node.import_model(models["pickscore"], "coldstart-pickscore")}
+        imported = round(time.monotonic() - t, 1)
+        print(f"model image {refs['pickscore']} built and imported in {imported} s", flush=True)
+        w = env.node.images.worker
+        env.apply(pools(w, models) + pools(w, models, "image", refs) + pools(w, models, "cache"))
         rows, disk = [], {}
         copies = {m: Path(ROOT) / data_dir(cache_name(m)) for m in models}
+        # (b)'s limit: the same files on the same disk (the image's snapshot is unpacked beside them)
         for label, pool, model in (
                 ("(a) PVC: CLIP-H/14 (PickScore)", "cold-pickscore", models["pickscore"]),
+                ("(b) image: CLIP-H/14 (PickScore)", "cold-pickscore-image", models["pickscore"]),
                 ("(c) cache: CLIP-H/14 (PickScore)", "cold-pickscore-cache", copies["pickscore"]),
                 (f"(a) PVC: file set {args.fileset_gb} GB", "cold-fileset", models["fileset"]),
                 (f"(c) cache: file set {args.fileset_gb} GB", "cold-fileset-cache", copies["fileset"])):
@@ -298,7 +328,8 @@ def run(args) -> int:
             r["disk_seconds"] = disk[r["pool"]][0]
         out = Path(".rewardpool") / "coldstart.json"
         out.parent.mkdir(exist_ok=True)
-        out.write_text(json.dumps({"rows": rows, "disk": disk, "cache_fill": filled}, indent=1))
+        out.write_text(json.dumps({"rows": rows, "disk": disk, "cache_fill": filled,
+                                   "image_import_seconds": imported}, indent=1))
         from .plots import coldstart_timeline
 
         print(f"timeline: {coldstart_timeline(rows, out.with_suffix('.png'))}", flush=True)
@@ -308,6 +339,7 @@ def run(args) -> int:
         return 0
     finally:
         if not args.keep:
+            remove_model_images(env)
             down()
             from rewardpool_operator.modelcache import ROOT
 

@@ -7,8 +7,9 @@ tenant token, no Ray), and what to look at next.
 The workers run the production scorers on models with random weights (nothing can be downloaded here): a CLIP
 for PickScore (its size is the demo's option, REWARDPOOL_DEMO_MODEL: tiny, small by default, or clip-h14,
 PickScore's own shapes), HPS's open_clip on a small config, PaddleOCR's pipeline on small networks; each built
-once per version into the cache and served to the pods from a local PersistentVolume, as a real cluster serves
-model weights from a volume."""
+once per version into the cache. PickScore's weights reach the pods as an OCI image (packaged with buildah,
+imported into the node's containerd, mounted as an `image` volume: scorer.model.image), the others from a local
+PersistentVolume (scorer.model.pvc), the two ways a real cluster serves model weights."""
 from __future__ import annotations
 
 import hashlib
@@ -47,7 +48,9 @@ def run(env: Environment, t0: float) -> int:
     env.apply([env.node.macvlan_attachment(NS), *model_volume(models["pickscore"]),
                {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"{TENANT}-token", "namespace": NS},
                 "stringData": {"token": token}}])
-    if not _pool_ready(env, {k: m.name for k, m in models.items()}):
+    step("packaging the PickScore weights as an OCI image (buildah, weights only) into the node's containerd")
+    pick_image = env.node.import_model(models["pickscore"], f"pickscore-{size}")
+    if not _pool_ready(env, {k: m.name for k, m in models.items()}, pick_image):
         return 1
     step(f"a rollout job puts {SAMPLES} generated images (SD3.5 outputs, (3, 1, {HEIGHT}, {WIDTH}) uint8, prompts "
          "like '" + PROMPT.format(i=0) + "') into the store, scores them through the pool client (Ray), releases "
@@ -104,13 +107,16 @@ def model_volume(model: Path) -> list[dict]:
     ]
 
 
-def pool_scorers(dirs: dict[str, str]) -> tuple[dict, list[dict]]:
+def pool_scorers(dirs: dict[str, str], pick_image: str | None = None) -> tuple[dict, list[dict]]:
     """The pool's scorer (what the components share) and its components: miles' SD3.5 mixture, ocr optional (a
     prompt without quoted text scores the others). Each component's weights are a directory (`dirs`) of the model
-    claim, which the operator mounts for it (scorer.model.pvc with its subPath) at /models/<component>."""
+    claim, which the operator mounts for it (scorer.model.pvc with its subPath) at /models/<component>; PickScore's
+    come from `pick_image` when given (scorer.model.image, an `image` volume)."""
     from .random_hps import TINY
 
     def model(name: str) -> dict:
+        if name == "pickscore" and pick_image:
+            return {"image": {"reference": pick_image, "pullPolicy": "IfNotPresent"}}
         return {"pvc": {"claimName": MODEL_CLAIM, "subPath": dirs[name]}}
     shared = {"batchSize": 4}
     return shared, [
@@ -121,12 +127,13 @@ def pool_scorers(dirs: dict[str, str]) -> tuple[dict, list[dict]]:
         {"name": "ocr", "model": model("ocr"), "weight": 1.0, "required": False, "modelMemory": "512Mi"}]
 
 
-def _pool_ready(env: Environment, paths: dict[str, str]) -> bool:
+def _pool_ready(env: Environment, paths: dict[str, str], pick_image: str) -> bool:
     step("applying a 2-worker RewardPool scoring pickscore + hps + ocr on the real node (macvlan secondary "
-         "network, tcp store, each model from the claim, mounted by the operator: scorer.model.pvc)")
+         "network, tcp store; PickScore from its image, the others from the claim, all mounted by the operator: "
+         "scorer.model.image, scorer.model.pvc)")
     k = env.kubectl
     t_apply = time.monotonic()
-    scorer, scorers = pool_scorers(paths)
+    scorer, scorers = pool_scorers(paths, pick_image)
     env.apply([real_node_pool(POOL, NS, env.node.images.worker, replicas=2, attachment=ATTACHMENT, scorer=scorer,
                               scorers=scorers, samples=SAMPLES, output_bytes=str(OUTPUT_BYTES),
                               frames_per_sample=FRAMES,

@@ -69,7 +69,7 @@ def _node_running(cache: Path) -> bool:
         return False
 
 
-def preimport(images_line: str, cache: Path) -> int:
+def preimport(images_line: str, cache: Path, ctrd: Path) -> int:
     """The install step: `images_line` is what devcluster/images.sh prints; its last line names the operator,
     worker and pause images and buildah's storage (the lines before it are buildah's own)."""
     operator, worker, pause, storage = images_line.strip().splitlines()[-1].split()
@@ -81,16 +81,16 @@ def preimport(images_line: str, cache: Path) -> int:
     buildah = ["buildah", "--root", f"{storage}/root", "--runroot", f"{storage}/runroot", "--storage-driver", "overlay"]
     with tempfile.TemporaryDirectory(prefix="rewardpool-import-") as tmp:
         sock = Path(tmp) / "containerd.sock"
-        # no CRI: this containerd only receives images (the node's own config is realnode.py's)
+        # the node's own containerd build, no CRI: this one only receives images (the node's config is realnode.py's)
         (Path(tmp) / "config.toml").write_text(
-            f'version = 2\nroot = "{root}"\nstate = "{tmp}/state"\ndisabled_plugins = ["io.containerd.grpc.v1.cri"]\n'
+            f'version = 3\nroot = "{root}"\nstate = "{tmp}/state"\ndisabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime"]\n'
             f'[grpc]\n  address = "{sock}"\n[ttrpc]\n  address = "{sock}.ttrpc"\n')
         logf = open(Path(tmp) / "containerd.log", "wb")
-        proc = subprocess.Popen(["containerd", "--config", f"{tmp}/config.toml"], stdout=logf, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen([str(ctrd / "containerd"), "--config", f"{tmp}/config.toml"], stdout=logf,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
 
         def ctr(*args: str, check: bool = True, timeout: float = 900, popen: bool = False):
-            argv = ["ctr", "-a", str(sock), "-n", "k8s.io", *args]
+            argv = [str(ctrd / "ctr"), "-a", str(sock), "-n", "k8s.io", *args]
             if popen:
                 return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             return subprocess.run(argv, capture_output=True, text=True, check=check, timeout=timeout)
@@ -120,7 +120,7 @@ def main() -> int:
                         datefmt="%H:%M:%S")
     cache = Path(os.environ.get("REWARDPOOL_CACHE", Path.home() / ".cache" / "rewardpool"))
     try:
-        return preimport(sys.argv[1], cache)
+        return preimport(sys.argv[1], cache, Path(sys.argv[2]))
     except RuntimeError as e:
         log.error("%s", e)
         return 1

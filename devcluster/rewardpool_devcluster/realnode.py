@@ -22,10 +22,12 @@ from . import realnode_config as cfg
 from . import realnode_host as host
 from .cluster import LocalCluster, Supervised, free_port
 from .realnode_host import RealNodeError
-from .realnode_images import Images, build_images, import_images
+from .realnode_images import Images, build_images, import_images, import_model
 from .realnode_teardown import NodeState, teardown
 
 log = logging.getLogger("rewardpool.devcluster")
+
+SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 @dataclass
@@ -83,7 +85,8 @@ class RealNode(Supervised):
         self.timings["control_plane"] = time.monotonic() - t
         self._write_configs()
         t = time.monotonic()
-        self._spawn("containerd", cfg.containerd_argv(lay))
+        ctrd = host.containerd_bins()
+        self._spawn("containerd", cfg.containerd_argv(ctrd, lay), path=f"{ctrd}:{SYSTEM_PATH}")  # its own shim first
         host.claim(self.key, self.procs["containerd"].pid)  # the node lives as long as its containerd
         self._wait("containerd", lambda: self.ctr("version", check=False).returncode == 0, 30)
         self.import_images()
@@ -144,11 +147,11 @@ class RealNode(Supervised):
         return teardown(workdir, state, lambda: LocalCluster.stop_recorded(workdir / "cp"))
 
     # ---- processes -------------------------------------------------------------------------------------------
-    def _spawn(self, name: str, argv: list[str]) -> None:
+    def _spawn(self, name: str, argv: list[str], path: str = SYSTEM_PATH) -> None:
         logf = open(self.workdir / f"{name}.log", "ab")
         proc = subprocess.Popen(argv,
                                 stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env={**os.environ, "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+                                start_new_session=True, env={**os.environ, "PATH": path})
         self.procs[name] = proc
         self._state().record(self.workdir)  # at once: a `make down` from elsewhere must find every daemon
         log.info("started %s (pid %d)", name, proc.pid)
@@ -158,7 +161,7 @@ class RealNode(Supervised):
 
     # ---- containerd ------------------------------------------------------------------------------------------
     def ctr(self, *args: str, check: bool = True, timeout: float = 600, popen: bool = False):
-        argv = [*cfg.ctr_argv(self.layout.sock), *args]
+        argv = [*cfg.ctr_argv(host.containerd_bins(), self.layout.sock), *args]
         if popen:  # a long import: the caller waits for it
             return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         return subprocess.run(argv, capture_output=True, text=True, check=check, timeout=timeout)
@@ -166,6 +169,10 @@ class RealNode(Supervised):
     def import_images(self) -> None:
         """What the install step did not import already."""
         self.timings.update(import_images(self.ctr, self.images, self.workdir / "import.fifo"))
+
+    def import_model(self, model: Path, name: str) -> str:
+        """A model directory as an OCI image in the node's containerd, for `scorer.model.image`; its reference."""
+        return import_model(self.ctr, self.images, model, name, self.workdir / "model.fifo")
 
     # ---- configuration ---------------------------------------------------------------------------------------
     def _write_configs(self) -> None:

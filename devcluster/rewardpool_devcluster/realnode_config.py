@@ -66,12 +66,13 @@ def cgroup_root(key: str) -> str:
     return f"/rewardpool-{key}"
 
 
-def ctr_argv(sock: Path) -> list[str]:
-    return ["ctr", "-a", str(sock), "-n", "k8s.io"]  # k8s.io: the CRI's namespace, where the kubelet looks
+def ctr_argv(ctrd: Path, sock: Path) -> list[str]:
+    return [str(ctrd / "ctr"), "-a", str(sock), "-n", "k8s.io"]  # k8s.io: the CRI's namespace, where the kubelet looks
 
 
 def containerd_config(lay: Layout, pause_image: str) -> str:
-    return f"""version = 2
+    """containerd 2.x (config version 3): its CRI mounts `image` volumes (the models packaged as OCI images)."""
+    return f"""version = 3
 root = "{lay.image_root}"
 state = "{lay.cd / 'state'}"
 [grpc]
@@ -79,22 +80,24 @@ state = "{lay.cd / 'state'}"
 [ttrpc]
   address = "{lay.sock}.ttrpc"
 [plugins]
-  [plugins."io.containerd.grpc.v1.cri"]
-    sandbox_image = "{pause_image}"
+  [plugins.'io.containerd.cri.v1.images']
+    snapshotter = "overlayfs"
+    [plugins.'io.containerd.cri.v1.images'.pinned_images]
+      sandbox = "{pause_image}"
+  [plugins.'io.containerd.cri.v1.runtime']
     netns_mounts_under_state_dir = true
     # no CAP_SYS_RESOURCE on this machine kind: a negative oom_score_adj (-998 pause, -997 Guaranteed) is
     # refused and runc dies with "can't get final child's PID from pipe: EOF"; clamp to containerd's own (0)
     restrict_oom_score_adj = true
-    [plugins."io.containerd.grpc.v1.cri".cni]
-      bin_dir = "{lay.cni / 'bin'}"
+    [plugins.'io.containerd.cri.v1.runtime'.cni]
+      bin_dirs = ["{lay.cni / 'bin'}"]
       conf_dir = "{lay.cni / 'net.d'}"
       max_conf_num = 1
-    [plugins."io.containerd.grpc.v1.cri".containerd]
-      snapshotter = "overlayfs"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd]
       default_runtime_name = "runc"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
         runtime_type = "io.containerd.runc.v2"
-        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
           BinaryName = "/usr/sbin/runc"
           Root = "{lay.cd / 'runc'}"
           SystemdCgroup = false
@@ -249,8 +252,8 @@ def controller_manager_args(cp_workdir: Path) -> list[str]:
     return [f"--root-ca-file={cp_workdir / 'certs' / 'apiserver.crt'}"]
 
 
-def containerd_argv(lay: Layout) -> list[str]:
-    return ["containerd", "--config", str(lay.cd / "config.toml")]
+def containerd_argv(ctrd: Path, lay: Layout) -> list[str]:
+    return [str(ctrd / "containerd"), "--config", str(lay.cd / "config.toml")]
 
 
 def kubelet_argv(bins: Path, lay: Layout, kubeconfig: Path) -> list[str]:

@@ -8,6 +8,7 @@ Everything runs inside the caller's network namespace (the one `make test` / `ma
 empty /sys/fs/cgroup, and the kubelet's tmpfs and overlay mounts must be the ones containerd sees."""
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -25,6 +26,7 @@ log = logging.getLogger("rewardpool.devcluster")
 SYSCTLS = ("vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops",
            "kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes")
 BUILD_NODE = REPO / "devcluster" / "build-node.sh"
+BUILD_CONTAINERD = REPO / "devcluster" / "build-containerd.sh"
 
 
 class RealNodeError(ClusterStartError):
@@ -44,10 +46,16 @@ def build_node_binaries() -> Path:
     return Path(run_script(BUILD_NODE, "building kubelet/kube-proxy/CoreDNS/Multus/whereabouts"))
 
 
+@functools.cache
+def containerd_bins() -> Path:
+    """The node's containerd, shim and ctr (devcluster/build-containerd.sh: cached, returns at once when built)."""
+    return Path(run_script(BUILD_CONTAINERD, "building containerd"))
+
+
 # ---- can it run here -------------------------------------------------------------------------------------------
 def check_host() -> None:
     """The kernel and packages this needs; a clear error instead of a half-started node."""
-    missing = [b for b in ("containerd", "runc", "ctr", "nsenter", "iptables", "ip") if shutil.which(b) is None]
+    missing = [b for b in ("runc", "nsenter", "iptables", "ip") if shutil.which(b) is None]
     if not Path("/usr/lib/cni/bridge").exists():
         missing.append("/usr/lib/cni/bridge (containernetworking-plugins)")
     if missing:

@@ -1,9 +1,12 @@
 """The real node's images: built by devcluster/images.sh into buildah's storage (cached by input hash), then
 imported into the node's containerd (node_images: streamed through a fifo, no registry), so pods run them with
 `imagePullPolicy: IfNotPresent`. The install step imports them ahead with a containerd of its own; the node
-imports at start only what is still missing."""
+imports at start only what is still missing. Models packaged as OCI images (`scorer.model.image`) are imported
+the same way, when a demo or test asks for one."""
 from __future__ import annotations
 
+import hashlib
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -41,3 +44,49 @@ def import_images(ctr: Callable[..., object], images: Images, fifo: Path) -> dic
     except RuntimeError as e:
         raise RealNodeError(str(e)) from None
     return {f"import {ref.split('/')[-1].split(':')[0]}": secs for ref, secs in took.items()}
+
+
+MODEL_IMAGE = "localhost/rewardpool-model-"
+
+
+def model_ref(model: Path, name: str) -> str:
+    """The image a model directory becomes, tagged by what is in it (each file's path, size, mode and change
+    time): a rebuilt model is a new image, the same one is imported once."""
+    h = hashlib.sha256()
+    for f in sorted(p for p in model.rglob("*") if p.is_file()):
+        st = f.stat()
+        h.update(f"{f.relative_to(model)}\0{st.st_size}\0{st.st_mode:o}\0{st.st_mtime_ns}\n".encode())
+    return f"{MODEL_IMAGE}{name}:{h.hexdigest()[:12]}"
+
+
+def import_model(ctr: Callable[..., object], images: Images, model: Path, name: str, fifo: Path) -> str:
+    """A model directory packaged as an OCI image with buildah (no base image: the weights' files at its root, the
+    layout a scorer reads where the `image` volume is mounted) and imported into the node's containerd, as the
+    worker image is. Returns the reference (present already: nothing is built)."""
+    # readable by any user: a pool at the restricted level reads its model as non-root (safetensors writes its
+    # files 0600, which buildah copies as they are)
+    for p in model.rglob("*"):
+        p.chmod(p.stat().st_mode | (0o555 if p.is_dir() else 0o444))
+    ref = model_ref(model, name)
+    if ref in ctr("images", "ls", "-q").stdout.split():
+        return ref
+    b = images.buildah()
+
+    def run(*args: str) -> str:
+        res = subprocess.run([*b, *args], capture_output=True, text=True)
+        if res.returncode != 0:
+            raise RealNodeError(f"buildah {args[0]} for the model image {ref} failed: {res.stderr.strip()[-1000:]}")
+        return res.stdout.strip()
+    if subprocess.run([*b, "inspect", "--type", "image", ref], capture_output=True).returncode != 0:
+        box = run("from", "scratch")
+        try:
+            run("copy", box, f"{model}/.", "/")
+            run("config", "--label", f"io.rewardpool.model={name}", box)
+            run("commit", "--quiet", box, ref)
+        finally:
+            subprocess.run([*b, "rm", box], capture_output=True)
+    try:
+        import_missing(ctr, b, [ref], {images.operator, images.worker, ref}, fifo)
+    except RuntimeError as e:
+        raise RealNodeError(str(e)) from None
+    return ref

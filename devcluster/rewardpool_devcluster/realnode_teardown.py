@@ -22,7 +22,7 @@ from typing import Callable
 
 from .cluster import _alive
 from .realnode_config import cgroup_root, ctr_argv
-from .realnode_host import cgroup_hierarchies, release, restore_sysctls
+from .realnode_host import cgroup_hierarchies, containerd_bins, release, restore_sysctls
 
 log = logging.getLogger("rewardpool.devcluster")
 
@@ -55,7 +55,7 @@ def teardown(workdir: Path, state: NodeState, stop_control_plane: Callable[[], l
     pids = state.pids
     stopped = [name for name in ("coredns", "kube-proxy", "kubelet") if name in pids and _terminate(pids[name])]
     if "containerd" in pids and _alive(pids["containerd"]):
-        _kill_tasks(ctr_argv(state.containerd / "containerd.sock"))
+        _kill_tasks(ctr_argv(containerd_bins(), state.containerd / "containerd.sock"))
         if _terminate(pids["containerd"]):
             stopped.append("containerd")
     stopped += _stop_leftovers(state.containerd, state.key)

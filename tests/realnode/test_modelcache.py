@@ -6,6 +6,7 @@ pool waiting on it; a cache in use is not deleted from under its pool, and once 
 volumes."""
 from __future__ import annotations
 
+import copy
 import json
 import time
 import uuid
@@ -118,3 +119,80 @@ def test_a_pool_from_a_model_cache_starts_where_the_copy_is_and_scores(kube, nod
     wait_for(lambda: not (Path(ROOT) / bad).exists(), timeout=60, what="the failed cache's directory removed")
     kube("delete", "pvc", "-n", OPERATOR_NS, claim, "--wait=false", check=False)
     kube("delete", "pv", f"rn-src-{tag}", "--wait=false", check=False)
+
+
+def test_a_restricted_pool_whose_model_is_an_oci_image_scores_with_no_mount_of_its_own(kube, node, incluster_operator,
+                                                                                      infra, tmp_path):
+    """scorer.model.image on the real node's containerd 2: the random-weight PickScore packaged as an OCI image
+    with buildah (weights only, no base) and imported as the worker image is; a pool at the restricted Pod Security
+    level mounts it as an `image` volume, reads it as non-root, loads and warms it, and scores. The API server's
+    own admission judges the running pod in a namespace enforcing restricted: refused for IPC_LOCK alone (the one
+    exception the operator adds), admitted without it. A RewardModelCache whose source is the same image copies it onto the
+    node through the agent's copy pod (its own image volume) and says Ready with the bytes of the model."""
+    from rewardpool_devcluster import random_clip
+    from rewardpool_devcluster.incluster import real_node_pool
+    from rewardpool_devcluster.realnode_config import NODE_LABEL
+    from rewardpool_operator.builders import IPC_LOCK
+    from rewardpool_operator.modelcache import ROOT
+
+    tag = uuid.uuid4().hex[:6]
+    model = tmp_path / "pick"
+    random_clip.build(model, "tiny")
+    ref = node.import_model(model, "pickscore-tiny")
+    assert ref in node.ctr("images", "ls", "-q").stdout.split()
+    ns, strict = f"rn-img-{tag}", f"rn-strict-{tag}"
+    kube.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": strict, "labels": {
+                    "pod-security.kubernetes.io/enforce": "restricted",
+                    "pod-security.kubernetes.io/enforce-version": "latest"}}},
+                incluster_operator.macvlan_attachment(ns)])
+    pick = {"name": "pickscore", "batchSize": 2, "modelMemory": "256Mi",
+            "model": {"image": {"reference": ref, "pullPolicy": "IfNotPresent"}}}
+    pool = real_node_pool("fromimage", ns, node.images.worker, replicas=1, cpu="250m", scorer=pick,
+                          attachment=f"{ns}/macvlan-store")
+    pool["spec"]["podSecurity"] = "restricted"
+    assert "volumes" not in pool["spec"]["podTemplate"]["spec"]
+    cache = f"img-{tag}"
+    kube.apply([pool, {"apiVersion": "rewardpool.io/v1alpha1", "kind": "RewardModelCache", "metadata": {"name": cache},
+                       "spec": {"source": {"image": {"reference": ref, "pullPolicy": "IfNotPresent"}}}}])
+    try:
+        (pod,) = wait_for(pool_ready(kube, ns, "fromimage", 1), timeout=300, interval=1,
+                          what="the pool from the model image Ready")
+        assert [v["image"]["reference"] for v in pod["spec"]["volumes"] if "image" in v] == [ref]
+        assert not any("persistentVolumeClaim" in v or "hostPath" in v for v in pod["spec"]["volumes"])
+        name = pod["metadata"]["name"]
+        assert kube.exec(ns, name, "id", "-u").strip() == "65532"  # restricted: the model is read as non-root
+        refused = _admission(kube, strict, pod["spec"])
+        assert refused.returncode != 0 and "violates PodSecurity" in refused.stderr, refused.stderr
+        said = refused.stderr.split('"restricted:latest": ', 1)[1].strip()
+        # one violation (PSA joins several with "), "): the worker's IPC_LOCK
+        assert said.startswith('unrestricted capabilities (container "worker"') and '"IPC_LOCK"' in said \
+            and "), " not in said, said
+        admitted = _admission(kube, strict, pod["spec"], drop=IPC_LOCK)
+        assert admitted.returncode == 0, admitted.stderr
+        result = run_job(kube, node, ns, f"job-{tag}", "fromimage", samples=4, frames=1, batch=2, timeout=300,
+                         attachment=f"{ns}/macvlan-store")
+        assert result["scored"] == 4 and result["left"] == 0, result
+
+        (real,) = kube.json("nodes", "-l", f"{NODE_LABEL}=real")["items"]
+        entry = wait_for(lambda: (e := _node_phase(kube, cache, real["metadata"]["name"])) and e["phase"] == "Ready"
+                         and e, timeout=240, interval=1, what=f"{cache} (from the image) Ready")
+        assert entry["bytes"] == sum(f.stat().st_size for f in model.rglob("*") if f.is_file()), entry
+        data = Path(ROOT) / cache / "data"
+        assert {p.relative_to(data) for p in data.rglob("*") if p.is_file()} == \
+            {p.relative_to(model) for p in model.rglob("*") if p.is_file()}
+    finally:
+        kube("delete", "rewardmodelcache", cache, "--wait=false", check=False)
+        kube("delete", "namespace", ns, strict, "--wait=false", check=False)
+
+
+def _admission(kube, ns, spec, drop=None):
+    """The API server's verdict (server-side dry run) on a running pod's spec created in `ns` (its service account
+    the namespace's default), with the capability `drop` off the worker."""
+    spec = {k: v for k, v in copy.deepcopy(spec).items() if k not in ("nodeName", "serviceAccount")}
+    spec["serviceAccountName"] = "default"
+    for c in spec["containers"]:
+        caps = c.get("securityContext", {}).get("capabilities") or {}
+        caps["add"] = [x for x in caps.get("add") or [] if x != drop]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "admission-check", "namespace": ns}, "spec": spec}
+    return kube("create", "--dry-run=server", "-f", "-", input=json.dumps(pod), check=False)

@@ -75,3 +75,11 @@ def test_the_timeline_plot_draws_each_cold_start(tmp_path):
     assert [round(f(row), 2) for _, f in COLDSTART_PHASES] == [1.0, 8.0, 8.0, 0.0, 10.0, 8.0, 7.0]
     path = coldstart_timeline([row, {**row, "label": "(c) cache"}], tmp_path / "t.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_image_case_runs_the_models_that_have_an_image_from_an_image_volume():
+    models = {"pickscore": Path("/cache/coldstart-models/clip-h14-5.0"), "fileset": Path("/cache/coldstart-models/fileset-16g")}
+    (pick,) = bc.pools("localhost/w:1", models, "image", {"pickscore": "localhost/rewardpool-model-x:1"})
+    assert pick["metadata"]["name"] == "cold-pickscore-image" and pick["spec"]["replicas"] == 0
+    assert pick["spec"]["scorer"]["model"] == {"image": {"reference": "localhost/rewardpool-model-x:1",
+                                                         "pullPolicy": "IfNotPresent"}}

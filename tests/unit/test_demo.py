@@ -54,3 +54,36 @@ def test_per_output_figures_from_the_workers_metrics():
     got = demo.worker_figures(texts)
     assert got["outputs"] == 4 and round(got["read_bytes"]) == 100_000
     assert abs(got["read_s"] - 0.01) < 1e-9 and abs(got["score_s"] - 0.1) < 1e-9
+
+
+def test_the_demo_pool_reads_pickscore_from_its_image_and_the_others_from_the_claim():
+    scorer, scorers = demo.pool_scorers({"pickscore": "clip-small", "hps": "hps-tiny", "ocr": "ppocr"},
+                                        "localhost/rewardpool-model-pickscore-small:abc")
+    obj = real_node_pool(demo.POOL, demo.NS, "localhost/w:1", scorer=scorer, scorers=scorers, samples=demo.SAMPLES,
+                         output_bytes=str(demo.OUTPUT_BYTES), frames_per_sample=demo.FRAMES)
+    pool = Pool.from_object({**obj, "metadata": {**obj["metadata"], "uid": "u"}})
+    pod = builders.pod_template(pool, sizing.compute(pool.spec))
+    assert [p.reason for p in validate.check(pool.spec, pod) if p.blocking] == []
+    images = [v for v in pod["spec"]["volumes"] if "image" in v]
+    assert [v["image"] for v in images] == [{"reference": "localhost/rewardpool-model-pickscore-small:abc",
+                                             "pullPolicy": "IfNotPresent"}]
+    worker = next(c for c in pod["spec"]["containers"] if c["name"] == "worker")
+    mounts = {m["mountPath"]: m for m in worker["volumeMounts"]}
+    assert mounts["/models/pickscore"]["name"] == images[0]["name"] and mounts["/models/pickscore"]["readOnly"]
+    assert mounts["/models/hps"]["subPath"] == "hps-tiny"
+
+
+def test_a_model_image_is_named_by_what_is_in_the_directory(tmp_path):
+    from rewardpool_devcluster.realnode_images import MODEL_IMAGE, model_ref
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.bin").write_bytes(b"1234")
+    (tmp_path / "sub" / "b.json").write_text("{}")
+    ref = model_ref(tmp_path, "pick")
+    assert ref.startswith(f"{MODEL_IMAGE}pick:") and ref == model_ref(tmp_path, "pick")
+    (tmp_path / "a.bin").write_bytes(b"12345")  # a rebuilt model: another image
+    assert model_ref(tmp_path, "pick") != ref
+    (tmp_path / "a.bin").chmod(0o600)
+    before = model_ref(tmp_path, "pick")
+    (tmp_path / "a.bin").chmod(0o644)  # made readable to all (what the packaging does): another image too
+    assert model_ref(tmp_path, "pick") != before

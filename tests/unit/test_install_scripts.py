@@ -42,7 +42,8 @@ MOVES = ["Makefile", "Dockerfile", ".dockerignore", "pyproject.toml", "scripts/v
          "scripts/lib.sh", "scripts/install.sh", "scripts/cold-check.sh", "scripts/in-netns.sh",
          "devcluster/build.sh", "devcluster/build-node.sh", "devcluster/build-prometheus.sh", "devcluster/images.sh",
          "devcluster/node-deps.sh", "devcluster/fetch-crds.sh", "devcluster/k8s-module.sh",
-         "devcluster/a-new-build-step.sh", "devcluster/rewardpool_devcluster/node_images.py"]
+         "devcluster/build-containerd.sh", "devcluster/a-new-build-step.sh",
+         "devcluster/rewardpool_devcluster/node_images.py"]
 # ... and nothing else does.
 STAYS = ["README.md", "docs/benchmarks.md", "tests/unit/test_plan.py", "tests/conftest.py",
          "operator/rewardpool_operator/plan.py", "worker/rewardpool_worker/runtime/main.py",

@@ -50,4 +50,4 @@ def test_the_install_step_reads_the_last_line_images_sh_prints(tmp_path, monkeyp
     (tmp_path / "node").mkdir()
     (tmp_path / "node" / "owner.json").write_text(json.dumps({"pid": os.getpid(), "netns": "x"}))  # a live node
     line = "sha256:0123abcd\nlocalhost/rewardpool-operator:dev-1 localhost/rewardpool-worker:dev-1 localhost/pause:1 /s\n"
-    assert node_images.preimport(line, tmp_path) == 0  # parsed, then left to the running node
+    assert node_images.preimport(line, tmp_path, tmp_path / "bin") == 0  # parsed, then left to the running node

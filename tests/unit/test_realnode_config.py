@@ -34,13 +34,17 @@ def kubelet() -> dict:
     return yaml.safe_load(files()[W / "kubelet-config.yaml"])
 
 
-def cri(containerd: dict) -> dict:
-    return containerd["plugins"]["io.containerd.grpc.v1.cri"]
+def runtime(containerd: dict) -> dict:
+    return containerd["plugins"]["io.containerd.cri.v1.runtime"]
+
+
+def images(containerd: dict) -> dict:
+    return containerd["plugins"]["io.containerd.cri.v1.images"]
 
 
 # ---- containerd ------------------------------------------------------------------------------------------------
 def test_containerd_keeps_images_under_the_cache_and_runtime_state_in_the_workdir(containerd):
-    assert containerd["version"] == 2
+    assert containerd["version"] == 3  # containerd 2.x: its CRI mounts `image` volumes (1.6's could not)
     assert containerd["root"] == str(ROOT)  # the imported images outlive the node
     assert Path(containerd["state"]).is_relative_to(W)
     assert containerd["grpc"]["address"] == str(W / "containerd" / "containerd.sock")
@@ -48,15 +52,15 @@ def test_containerd_keeps_images_under_the_cache_and_runtime_state_in_the_workdi
 
 
 def test_containerd_cri_works_without_cap_sys_resource_and_without_a_registry(containerd):
-    c = cri(containerd)
+    c = runtime(containerd)
     assert c["restrict_oom_score_adj"] is True  # else runc dies on oom_score_adj -998
-    assert c["sandbox_image"] == PAUSE          # the locally built pause image, never a registry's
+    assert images(containerd)["pinned_images"]["sandbox"] == PAUSE  # the locally built pause, never a registry's
     assert c["netns_mounts_under_state_dir"] is True
 
 
 def test_containerd_runs_runc_with_cgroupfs_on_overlayfs(containerd):
-    c = cri(containerd)["containerd"]
-    assert c["snapshotter"] == "overlayfs"
+    c = runtime(containerd)["containerd"]
+    assert images(containerd)["snapshotter"] == "overlayfs"
     assert c["default_runtime_name"] == "runc"
     runc = c["runtimes"]["runc"]
     assert runc["runtime_type"] == "io.containerd.runc.v2"
@@ -66,8 +70,8 @@ def test_containerd_runs_runc_with_cgroupfs_on_overlayfs(containerd):
 
 
 def test_containerd_reads_one_cni_config_from_the_workdir(containerd):
-    cni = cri(containerd)["cni"]
-    assert cni["bin_dir"] == str(W / "cni" / "bin")
+    cni = runtime(containerd)["cni"]
+    assert cni["bin_dirs"] == [str(W / "cni" / "bin")]
     assert cni["conf_dir"] == str(W / "cni" / "net.d")
     assert cni["max_conf_num"] == 1  # the first file in net.d: Multus when it is on
 
