@@ -81,7 +81,8 @@ for target in operator worker; do
     t0=$(date +%s)
     log "buildah bud --target $target (cold: operator ~1 min, worker ~7 min: torch and its CUDA libraries from PyPI; a code change: seconds)"
     bud "$target" "$ref"
-    log "built $ref in $(( $(date +%s) - t0 ))s ($("${B[@]}" images --format '{{.Size}}' "$ref" | head -1))"
+    # sed reads to the end (head would close the pipe early: buildah's SIGPIPE failed the line under pipefail)
+    log "built $ref in $(( $(date +%s) - t0 ))s ($("${B[@]}" images --format '{{.Size}}' "$ref" | sed -n 1p))"
     if [ "$target" = worker ]; then  # every built-in's libraries load in the image (the host's venv has
       # system libraries a slim image lacks: OpenCV's libGL was one)
       c=$("${B[@]}" from --pull-never "$ref")

@@ -1,6 +1,7 @@
-"""A real Kubernetes node next to the kwok nodes: Debian's containerd + runc + CNI plugins, kubelet and
-kube-proxy of the control plane's version (devcluster/build-node.sh), CoreDNS for cluster DNS, Multus (thin)
-with whereabouts for secondary networks, and the project's images imported into containerd (no registry).
+"""A real Kubernetes node next to the kwok nodes: containerd 2.x (devcluster/build-containerd.sh: its CRI mounts
+`image` volumes), Debian's runc and CNI plugins, kubelet and kube-proxy of the control plane's version
+(devcluster/build-node.sh), CoreDNS for cluster DNS, Multus (thin) with whereabouts for secondary networks, and
+the project's images imported into containerd (no registry).
 
 This module is the node's lifecycle: what starts in which order and what each waits for. The parts are apart:
 realnode_host (checks, binaries, the machine claim, links, cgroups, sysctls, PKI, folders), realnode_config

@@ -68,9 +68,14 @@ def import_model(ctr: Callable[..., object], images: Images, model: Path, name: 
     for p in model.rglob("*"):
         p.chmod(p.stat().st_mode | (0o555 if p.is_dir() else 0o444))
     ref = model_ref(model, name)
-    if ref in ctr("images", "ls", "-q").stdout.split():
+    have = ctr("images", "ls", "-q").stdout.split()
+    if ref in have:
         return ref
     b = images.buildah()
+    for old in have:  # earlier builds of this model go first (a judge's weights are tens of GB)
+        if old.startswith(f"{MODEL_IMAGE}{name}:"):
+            ctr("images", "rm", "--sync", old, check=False)
+            subprocess.run([*b, "rmi", "-f", old], capture_output=True)
 
     def run(*args: str) -> str:
         res = subprocess.run([*b, *args], capture_output=True, text=True)

@@ -156,7 +156,7 @@ def _cleanup(workdir: Path, key: str) -> None:
     if Path(f"/run/netns/{key}").exists():  # the node's links, in its namespace (never the host's)
         for link in ("cni0", "rnhost0"):
             subprocess.run(["ip", "-n", key, "link", "del", link], capture_output=True)
-    # containerd 1.6 makes /run/containerd/{s,fifo,runc} whatever its config says: remove them when empty
+    # containerd may make /run/containerd/{s,fifo,runc} whatever its config says (1.6 did): remove them when empty
     run = Path("/run/containerd")
     for d in sorted(run.rglob("*"), key=lambda p: len(p.parts), reverse=True) if run.is_dir() else []:
         if d.is_dir():

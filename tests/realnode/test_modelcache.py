@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -196,3 +197,52 @@ def _admission(kube, ns, spec, drop=None):
         caps["add"] = [x for x in caps.get("add") or [] if x != drop]
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "admission-check", "namespace": ns}, "spec": spec}
     return kube("create", "--dry-run=server", "-f", "-", input=json.dumps(pod), check=False)
+
+
+def test_a_node_without_room_for_the_copy_says_out_of_disk_and_so_does_the_pool_waiting(kube, node, incluster_operator,
+                                                                                       infra, rns, tmp_path):
+    """The node's disk full for one cache: its folder on the node is a 2 MiB tmpfs (the copy pod's hostPath sees
+    it, as it would a full disk), the source an image the copy would need more room for. The cache says Failed
+    with OutOfDisk and the bytes on the node's entry, the node's label says Failed, and a pool requiring the copy
+    stays Pending with ModelUnavailable naming OutOfDisk; nothing is published."""
+    import subprocess
+
+    from rewardpool_devcluster import random_clip
+    from rewardpool_devcluster.incluster import real_node_pool
+    from rewardpool_devcluster.realnode_config import NODE_LABEL
+    from rewardpool_operator.modelcache import ROOT, node_label
+
+    (real,) = kube.json("nodes", "-l", f"{NODE_LABEL}=real")["items"]
+    node_name = real["metadata"]["name"]
+    tag = uuid.uuid4().hex[:6]
+    model = tmp_path / "pick"
+    random_clip.build(model, "tiny")
+    ref = node.import_model(model, "pickscore-tiny")
+    cache = f"full-{tag}"
+    folder = Path(ROOT) / cache
+    folder.mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", f"rewardpool-full-{tag}", str(folder)], check=True)
+    try:
+        kube.apply([{"apiVersion": "rewardpool.io/v1alpha1", "kind": "RewardModelCache", "metadata": {"name": cache},
+                     "spec": {"source": {"image": {"reference": ref, "pullPolicy": "IfNotPresent"}}}},
+                    real_node_pool("waitsroom", rns, node.images.worker, replicas=1, cpu="250m",
+                                   scorer={"name": "pickscore", "batchSize": 2, "modelMemory": "256Mi",
+                                           "model": {"cache": {"name": cache}}})])
+        entry = wait_for(lambda: (e := _node_phase(kube, cache, node_name)) and e["phase"] == "Failed" and e,
+                         timeout=180, interval=1, what=f"{cache} Failed on {node_name}")
+        assert entry["reason"] == "OutOfDisk" and "bytes free" in entry["message"], entry
+        assert kube.json("node", node_name)["metadata"]["labels"].get(node_label(cache)) == "Failed"
+        assert not (folder / "ready.json").exists() and not any(folder.glob("data/*"))  # nothing published
+
+        def model_unavailable():
+            st = kube.json("rewardpool", "-n", rns, "waitsroom").get("status", {})
+            return next((c for c in st.get("conditions", []) if c.get("reason") == "ModelUnavailable"
+                         and "OutOfDisk" in c["message"]), None)
+        wait_for(model_unavailable, timeout=60, interval=1, what="the waiting pool says ModelUnavailable: OutOfDisk")
+        (pending,) = kube.pods(rns, "rewardpool.io/pool=waitsroom")
+        assert pending["status"]["phase"] == "Pending"
+    finally:
+        kube("delete", "rewardpool", "-n", rns, "waitsroom", "--wait=true", check=False, timeout=120)
+        kube("delete", "rewardmodelcache", cache, "--wait=true", check=False, timeout=120)
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+        shutil.rmtree(folder, ignore_errors=True)
