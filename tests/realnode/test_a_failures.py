@@ -25,8 +25,8 @@ def test_a_kubelet_that_does_not_start_is_named_with_its_log_and_nothing_is_left
     seen: dict[str, int] = {}
     orig_spawn = realnode.RealNode._spawn
 
-    def spawn(self, name, argv):
-        orig_spawn(self, name, argv)
+    def spawn(self, name, argv, **kw):
+        orig_spawn(self, name, argv, **kw)
         seen[name] = self.procs[name].pid
     monkeypatch.setattr(realnode.RealNode, "_spawn", spawn)
 
