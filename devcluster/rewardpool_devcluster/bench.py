@@ -91,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     asb.add_argument("--max-workers", type=int, default=6)
     asb.add_argument("--compress", type=float, default=5.0, help="how much faster than real time")
     asb.add_argument("--gap", type=float, default=3.0, help="seconds between rollouts (compressed)")
-    asb.add_argument("--configs", default="fixed-1,fixed-n,autoscaled,autoscaled-hint")
+    asb.add_argument("--configs", default="fixed-1,fixed-n,autoscaled,autoscaled-hint",
+                     help="also autoscaled-cache, autoscaled-cache-hint: the scorer's weights from a model cache")
     asb.add_argument("--out", default="", help="also write the JSON here")
     asb.add_argument("--segment-fraction", type=float, default=1.0,
                      help="the engine's segment relative to the sizing rule (below 1: undersized, evictions)")

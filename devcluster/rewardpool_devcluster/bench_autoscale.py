@@ -12,7 +12,13 @@ output is generated and scored: the generation-bound time is generation + one vi
 rollout is reported as a ratio to it. Worker start-up (pod created -> its actor serving) is measured and
 reported on its own, not hidden in the rollout times. Per rollout: time and ratio, the store's peak, put
 failures (the engine retries them, which regenerates), outputs evicted before scoring, scale events; per
-configuration: batches per worker. Run it with scripts/in-netns.sh (Ray needs the loopback-only namespace)."""
+configuration: batches per worker. Run it with scripts/in-netns.sh (Ray needs the loopback-only namespace).
+
+The `-cache` configurations give the scorer weights from a RewardModelCache: a CLIP-H/14-sized model (3.74 GB)
+scaled by the time compression (0.75 GB at 5x: read at the disk's own speed it takes what the whole model takes
+compressed), copied onto both kwok nodes by the cache's own agent and copy code (kwokcache.py) before the pool
+exists, the page cache dropped before each configuration: every new worker reads the weights from its node's
+copy before it serves, so the scale-up pays the weight load."""
 from __future__ import annotations
 
 import json
@@ -21,13 +27,17 @@ import queue
 import tempfile
 import threading
 import time
+import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
+
+from rewardpool_worker.contract import HTTP_PORT
 
 from . import plots
 from .cluster import REPO, LocalCluster
 from .fleet import WorkerFleet
 from .mooncake import Master, Producer
+from .nodes import RDMA_LABEL
 from .stack import OperatorProcess, helm_install, service_account_kubeconfig
 
 SAMPLES, GEN_MIN, SCORE_MIN = 64, 2.3, 7.5  # origin: generation done at 2.3 min; 7.5 min of scoring a rollout
@@ -52,8 +62,68 @@ class LtxTimingScorer:
         return [float(o.float().mean()) for o in outputs]
 
 
+class CachedTimingScorer(LtxTimingScorer):
+    """The same, with weights: it reads every file under its model path at start (streamed, like a loader's reads
+    of a safetensors file; nothing kept), so a worker serves only once the weights are in."""
+
+    def __init__(self, model_path):
+        self.bytes = 0
+        for root, _, files in os.walk(model_path):
+            for name in sorted(files):
+                with open(os.path.join(root, name), "rb", buffering=0) as f:
+                    while chunk := f.read(16 << 20):
+                        self.bytes += len(chunk)
+        if not self.bytes:
+            raise RuntimeError(f"no weights under {model_path}")
+
+
+CLIP_H_BYTES = 3_740_000_000  # PickScore's CLIP-H/14 safetensors
+CACHE, CACHE_CLAIM = "bench-weights", "bench-weights-source"
+
+
+def model_bytes(compress: float = COMPRESS) -> int:
+    return int(CLIP_H_BYTES / compress)
+
+
+def write_model(folder: Path, size: int) -> None:
+    """`size` bytes of weights in 1 GiB shards (the bytes' values do not matter to a read)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    chunk, left, shard = b"\x01" * (16 << 20), size, 0
+    while left > 0:
+        part = min(left, 1 << 30)
+        with open(folder / f"model-{shard:05d}.safetensors", "wb") as f:
+            for _ in range(part // len(chunk)):
+                f.write(chunk)
+            f.write(chunk[:part % len(chunk)])
+        left, shard = left - part, shard + 1
+
+
+def make_cache(co, core, tmp: Path, kubeconfig: Path, nodes: list[str]):
+    """The cache of the -cache configurations, Ready on every node; (its nodes' agents, seconds to fill it)."""
+    from rewardpool_operator.modelcache import GROUP, KIND, PLURAL, VERSION
+
+    from .kwokcache import KwokCaches
+    from .stack import OPERATOR_NS
+
+    write_model(tmp / "weights" / "clip-h", model_bytes())
+    core.create_namespaced_persistent_volume_claim(OPERATOR_NS, {  # what the cache's source names
+        "metadata": {"name": CACHE_CLAIM}, "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "none",
+                                                    "resources": {"requests": {"storage": "1Ki"}}}})
+    co.create_cluster_custom_object(GROUP, VERSION, PLURAL, {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "metadata": {"name": CACHE},
+        "spec": {"source": {"pvc": {"claimName": CACHE_CLAIM, "subPath": "clip-h"}},
+                 "nodeSelector": {RDMA_LABEL: "true"}}})
+    caches = KwokCaches(kubeconfig, nodes, tmp / "nodes", {CACHE_CLAIM: tmp / "weights"})
+    return caches, caches.fill(co, CACHE)
+
+
+def drop_page_cache() -> None:
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
 def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Producer, rollouts: int,
-         log_dir: Path, gap: float, hint: bool) -> dict:
+         log_dir: Path, gap: float, hint: bool, mounts=None) -> dict:
     from rewardpool_worker.client import demand
     from rewardpool_worker.client import Releaser, RewardPoolClient
     from rewardpool_worker.contract import StoreConfig, actor_prefix
@@ -68,6 +138,7 @@ def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Pro
     outstanding, spans = [0], []
     pod_created: dict[str, float] = {}
     startup: dict[str, float] = {}
+    weight_load: dict[str, float] = {}  # the worker's own /healthz: seconds to read its weights
     client = RewardPoolClient(name, ns, refresh_seconds=1)
     prefix = actor_prefix(ns, name)
 
@@ -95,12 +166,18 @@ def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Pro
                     pod = member[len(prefix):]
                     if pod in pod_created and pod not in startup:
                         startup[pod] = time.monotonic() - pod_created[pod]
+                        if mounts and pod in fleet.ips:
+                            with urllib.request.urlopen(f"http://{fleet.ips[pod]}:{HTTP_PORT}/healthz", timeout=5) as r:
+                                weight_load[pod] = json.load(r).get("startup", {}).get("weight_load_seconds", -1)
             except Exception:
                 pass
 
     evicted0 = master.metrics().get("master_evicted_key_count", 0)
-    with WorkerFleet(core, ns, name, log_dir, env={"PYTHONPATH": str(REPO),
-                                                   "REWARDPOOL_BENCH_COMPRESS": str(COMPRESS)}):
+    fleet = WorkerFleet(core, ns, name, log_dir, env={"PYTHONPATH": str(REPO),
+                                                      "REWARDPOOL_BENCH_COMPRESS": str(COMPRESS)}, mounts=mounts)
+    if mounts:
+        drop_page_cache()  # the weights come from the node's disk, as after the copy was made long ago
+    with fleet:
         t_create = time.monotonic()
         co.create_namespaced_custom_object("rewardpool.io", "v1alpha1", ns, "rewardpools", {
             "apiVersion": "rewardpool.io/v1alpha1", "kind": "RewardPool", "metadata": {"name": name}, "spec": spec})
@@ -177,6 +254,7 @@ def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Pro
     store.close()
     return {"rollouts": per_rollout, "first_workers_ready_s": round(first_ready_s, 1),
             "worker_startup_s": sorted(round(v, 1) for v in startup.values()),
+            **({"weight_load_s": sorted(round(v, 2) for v in weight_load.values())} if mounts else {}),
             "max_replicas": max([n for _, n in replicas_at] or [spec["replicas"]]),
             "released": releaser.stats.released, "failed_released": releaser.stats.failed_released,
             "batches_per_worker": dict(client.served),
@@ -227,6 +305,13 @@ def bench_autoscale(args) -> int:
             configs = [c.strip() for c in args.configs.split(",") if c.strip()]
             # fixed-n takes the autoscaler's peak: run the autoscaled configurations first.
             order = sorted(configs, key=lambda c: c.startswith("fixed"))
+            caches, fill_s = None, None
+            if any(c.endswith(("-cache", "-cache-hint")) for c in configs):
+                caches, fill_s = make_cache(co, core, tmp, cluster.kubeconfig,
+                                            [n.metadata.name for n in core.list_node().items
+                                             if (n.metadata.labels or {}).get(RDMA_LABEL) == "true"])
+                print(f"cache {CACHE}: {model_bytes() / 1e9:.2f} GB copied onto every RDMA node in {fill_s:.1f} s",
+                      flush=True)
             for name in order:
                 if name == "fixed-1":
                     extra, hint = {"replicas": 1}, False
@@ -236,12 +321,17 @@ def bench_autoscale(args) -> int:
                     extra, hint = {"replicas": peak}, False
                 else:
                     extra, hint = {"autoscaling": auto}, name.endswith("hint")
+                cached = "-cache" in name
+                if cached:
+                    extra["scorer"] = {"class": "rewardpool_devcluster.bench_autoscale:CachedTimingScorer",
+                                       "batchSize": 1, "model": {"cache": {"name": CACHE}}}
                 print(f"{name}: {args.rollouts} rollouts of {SAMPLES} outputs", flush=True)
                 results[name] = _run(co, core, "bench", name, {**base, **extra}, master, producer, args.rollouts,
-                                     tmp, args.gap, hint)
+                                     tmp, args.gap, hint, mounts=caches.mounts if cached else None)
             out = {"time_compression": COMPRESS, "output_bytes": OUTPUT_BYTES, "samples": SAMPLES,
                    "generation_s": round(gen_s(), 2), "score_s_per_output": round(score_s(), 3),
                    "generation_bound_s": round(gen_s() + score_s(), 2), "gap_s": args.gap,
+                   **({"cache_model_bytes": model_bytes(), "cache_fill_s": round(fill_s, 1)} if caches else {}),
                    **{c: results[c] for c in configs}}
             print(json.dumps({k: ({kk: vv for kk, vv in v.items() if kk != "timeline"} if isinstance(v, dict) else v)
                               for k, v in out.items()}, indent=2))

@@ -1,7 +1,8 @@
 """Stands in for the kubelet and container runtime of kwok pods: for each pod of a pool, a real worker
 process (`rewardpool_worker.runtime.main`) on the pod's own IP (kwok hands out loopback addresses), with the config
 the operator rendered into the pod; SIGTERM when the pod is deleted, as a kubelet would. Like a kubelet, it
-keeps each pod's Downward API annotations file and its control-token Secret volume up to date."""
+keeps each pod's Downward API annotations file and its control-token Secret volume up to date, and mounts the
+volumes `mounts` names by rewriting the paths in the worker's config to the folders standing for them."""
 from __future__ import annotations
 
 import base64
@@ -14,7 +15,7 @@ import sys
 import threading
 from pathlib import Path
 
-from rewardpool_worker.contract import CONTROL_SECRET_KEY, control_secret_name
+from rewardpool_worker.contract import CONTROL_SECRET_KEY, ENV_VAR, control_secret_name
 
 from .cluster import terminate
 
@@ -23,12 +24,14 @@ log = logging.getLogger("rewardpool.devcluster.fleet")
 
 class WorkerFleet:
     def __init__(self, core_api, namespace: str, pool: str, log_dir: Path, env: dict[str, str] | None = None,
-                 token_override: str | None = None):
+                 token_override: str | None = None, mounts=None):
         """token_override: give the workers this token instead of the pool's Secret (a worker that will refuse
-        the operator's HTTP calls, as behind a wrong network policy)."""
+        the operator's HTTP calls, as behind a wrong network policy). mounts: pod -> {mount path: folder here}
+        (kwokcache.KwokCaches.mounts: a cache's copy on the pod's node)."""
         self.core, self.namespace, self.pool, self.log_dir = core_api, namespace, pool, log_dir
         self.env = env or {}
         self.token_override = token_override
+        self.mounts = mounts
         self.procs: dict[str, subprocess.Popen] = {}
         self.ips: dict[str, str] = {}
         self.started: list[str] = []
@@ -113,6 +116,8 @@ class WorkerFleet:
                     "REWARDPOOL_HTTP_HOST": ip, "MC_TCP_BIND_ADDRESS": ip,
                     "REWARDPOOL_ANNOTATIONS_FILE": str(self._annotations_file(pod.metadata.name)),
                     "REWARDPOOL_CONTROL_TOKEN_FILE": str(self.token_file)})
+        if self.mounts and ENV_VAR in env:
+            env[ENV_VAR] = json.dumps(mount_paths(json.loads(env[ENV_VAR]), self.mounts(pod)))
         logf = open(self.log_dir / f"{pod.metadata.name}.log", "wb")
         self.procs[pod.metadata.name] = subprocess.Popen(
             [sys.executable, "-m", "rewardpool_worker.runtime.main"], env={**os.environ, **self.env, **env},
@@ -120,3 +125,17 @@ class WorkerFleet:
         self.ips[pod.metadata.name] = ip
         self.started.append(pod.metadata.name)
         log.info("started a worker for pod %s on %s", pod.metadata.name, ip)
+
+
+def mount_paths(obj, mounts: dict[str, str]):
+    """`obj` (the worker's config, parsed) with every string that is a mount path, or a path under one, moved to the
+    folder standing for it."""
+    if isinstance(obj, dict):
+        return {k: mount_paths(v, mounts) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [mount_paths(v, mounts) for v in obj]
+    if isinstance(obj, str):
+        for at, here in mounts.items():
+            if obj == at or obj.startswith(at.rstrip("/") + "/"):
+                return here + obj[len(at):]
+    return obj
