@@ -166,9 +166,9 @@ def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Pro
                     pod = member[len(prefix):]
                     if pod in pod_created and pod not in startup:
                         startup[pod] = time.monotonic() - pod_created[pod]
-                        if mounts and pod in fleet.ips:
-                            with urllib.request.urlopen(f"http://{fleet.ips[pod]}:{HTTP_PORT}/healthz", timeout=5) as r:
-                                weight_load[pod] = json.load(r).get("startup", {}).get("weight_load_seconds", -1)
+                    if mounts and pod in startup and pod not in weight_load and pod in fleet.ips:
+                        with urllib.request.urlopen(f"http://{fleet.ips[pod]}:{HTTP_PORT}/healthz", timeout=5) as r:
+                            weight_load[pod] = json.load(r).get("startup", {}).get("weight_load_seconds", -1)
             except Exception:
                 pass
 
