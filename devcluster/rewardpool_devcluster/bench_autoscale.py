@@ -186,8 +186,10 @@ def _run(co, core, ns: str, name: str, spec: dict, master: Master, producer: Pro
                     if pod in pod_created and pod not in startup:
                         startup[pod] = time.monotonic() - pod_created[pod]
                     if mounts and pod in startup and pod not in weight_load and pod in fleet.ips:
+                        # the actor registers a moment before the worker records its load: ask until it has
                         with urllib.request.urlopen(f"http://{fleet.ips[pod]}:{HTTP_PORT}/healthz", timeout=5) as r:
-                            weight_load[pod] = json.load(r).get("startup", {}).get("weight_load_seconds", -1)
+                            if (took := json.load(r).get("startup", {}).get("weight_load_seconds")) is not None:
+                                weight_load[pod] = took
             except Exception:
                 pass
 
