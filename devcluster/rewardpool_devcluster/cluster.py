@@ -281,11 +281,14 @@ class LocalCluster(Supervised):
         self._tokens = tokens
         self.write_kubeconfig(self.kubeconfig, "admin", self.admin_token)
 
-    def write_kubeconfig(self, path: Path, user: str, token: str, namespace: str = "default") -> Path:
+    def write_kubeconfig(self, path: Path, user: str, token: str, namespace: str = "default",
+                         server: str | None = None) -> Path:
+        """`server`: another address of the apiserver (a real node in a network namespace of its own reaches it
+        on the first node's address, not on loopback)."""
         cfg = {
             "apiVersion": "v1", "kind": "Config", "current-context": "rewardpool-local",
             "clusters": [{"name": "rewardpool-local",
-                          "cluster": {"server": self.server, "insecure-skip-tls-verify": True}}],
+                          "cluster": {"server": server or self.server, "insecure-skip-tls-verify": True}}],
             "users": [{"name": user, "user": {"token": token}}],
             "contexts": [{"name": "rewardpool-local",
                           "context": {"cluster": "rewardpool-local", "user": user, "namespace": namespace}}],

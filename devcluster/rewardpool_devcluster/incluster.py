@@ -13,12 +13,15 @@ import json
 
 from rewardpool_worker.contract import RAY_GCS_RECONNECT_ENV
 
-from .realnode_config import NODE_LABEL, TOLERATION
+from .realnode_config import NODE_LABEL, NODE_NAME, TOLERATION
 
 INFRA_NS = "rewardpool"
 MASTER_PORT, MASTER_METRICS_PORT = 50051, 9003
 RAY_PORT = 6379
-ON_REAL_NODE = {"nodeSelector": {NODE_LABEL: "real"}, "tolerations": [TOLERATION]}
+# what is not a pool's worker (the store master, the Ray head, a training job) runs on the first real node: with a
+# second one, the tests take that one away (drain, loss) under the pool, as a cluster's own services would not be
+ON_REAL_NODE = {"nodeSelector": {NODE_LABEL: "real", "kubernetes.io/hostname": NODE_NAME}, "tolerations": [TOLERATION]}
+FIRST_REAL_NODE = ON_REAL_NODE["nodeSelector"]
 
 
 def _deployment(name: str, ns: str, image: str, command: list[str], ports: list[dict], memory: str,
@@ -47,8 +50,9 @@ def _service(name: str, ns: str, ports: list[dict]) -> dict:
                                for p in ports]}}
 
 
-def infra_objects(worker_image: str, ns: str = INFRA_NS) -> list[dict]:
-    """Namespace, mooncake-master (Deployment + Service) and ray-head (Deployment + Service)."""
+def infra_objects(worker_image: str, ns: str = INFRA_NS, ray_attachment: str | None = None) -> list[dict]:
+    """Namespace, mooncake-master (Deployment + Service) and ray-head (Deployment + Service); `ray_attachment`:
+    see ray_head_objects."""
     mports = [{"name": "rpc", "containerPort": MASTER_PORT}, {"name": "metrics", "containerPort": MASTER_METRICS_PORT}]
     master = _deployment(
         "mooncake-master", ns, worker_image,
@@ -57,19 +61,27 @@ def infra_objects(worker_image: str, ns: str = INFRA_NS) -> list[dict]:
          "--default_kv_lease_ttl=10000", "--client_ttl=5"],
         mports, "512Mi", {"httpGet": {"path": "/health", "port": "metrics"}, "periodSeconds": 1})
     return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
-            master, _service("mooncake-master", ns, mports), *ray_head_objects("ray-head", worker_image, ns)]
+            master, _service("mooncake-master", ns, mports),
+            *ray_head_objects("ray-head", worker_image, ns, attachment=ray_attachment)]
 
 
-def ray_head_objects(name: str, worker_image: str, ns: str = INFRA_NS, redis: str | None = None) -> list[dict]:
+def ray_head_objects(name: str, worker_image: str, ns: str = INFRA_NS, redis: str | None = None,
+                     attachment: str | None = None) -> list[dict]:
     """A Ray head (Deployment + Service). With `redis` (host:port) its GCS is fault tolerant, as KubeRay's
     gcsFaultToleranceOptions makes it: the GCS keeps its tables in that Redis, under a namespace that stays the
-    same across restarts, so a new head pod reloads the actors, their names and the nodes."""
+    same across restarts, so a new head pod reloads the actors, their names and the nodes.
+    `attachment` (namespace/name): the head on the workers' secondary network too. Workers give Ray their
+    store address, and the GCS health-checks each raylet there: from a pod without that network the check
+    reaches a worker on another node through the bridge, but the worker answers through its node's pod network,
+    whose conntrack never saw the SYN (INVALID: kube-proxy drops it) and the GCS marks the node dead."""
     rports = [{"name": "gcs", "containerPort": RAY_PORT}]
     head = _deployment(
         name, ns, worker_image,
         ["sh", "-c", f"exec ray start --head --block --port={RAY_PORT} --node-ip-address=$POD_IP --num-cpus=0 "
                      "--include-dashboard=false --disable-usage-stats --object-store-memory=134217728"],
         rports, "1536Mi", {"tcpSocket": {"port": "gcs"}, "periodSeconds": 1})
+    if attachment:
+        head["spec"]["template"]["metadata"]["annotations"] = {"k8s.v1.cni.cncf.io/networks": attachment}
     if redis:
         head["spec"]["template"]["spec"]["containers"][0]["env"] += [
             {"name": "RAY_REDIS_ADDRESS", "value": redis},

@@ -10,7 +10,6 @@ What this machine kind needs, and why, is in docs/real-node.md."""
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import time
 import urllib.request
@@ -21,21 +20,21 @@ import yaml
 
 from . import realnode_config as cfg
 from . import realnode_host as host
-from .cluster import LocalCluster, Supervised, free_port
-from .realnode_host import RealNodeError
-from .realnode_images import Images, build_images, import_images, import_model
+from .cluster import LocalCluster, free_port
+from .realnode_daemons import NodeDaemons
+from .realnode_host import RealNodeError  # noqa: F401  (the error callers catch, named where they start nodes)
+from .realnode_images import Images, build_images
+from .realnode_peer import PeerNode
 from .realnode_teardown import NodeState, teardown
 
 log = logging.getLogger("rewardpool.devcluster")
 
-SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
-
 
 @dataclass
-class RealNode(Supervised):
+class RealNode(NodeDaemons):
     """Start with `RealNode.create(workdir)`: the control plane is started here too (it needs the node's
-    apiserver flags and token), with the kwok nodes next to the real one."""
-    error = RealNodeError
+    apiserver flags and token), with the kwok nodes next to the real one, and `peers` more real nodes
+    (realnode_peer) joined to it."""
     workdir: Path
     cluster: LocalCluster
     bins: Path
@@ -44,15 +43,29 @@ class RealNode(Supervised):
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     multus: bool = True
     timings: dict[str, float] = field(default_factory=dict)
+    peers: list[PeerNode] = field(default_factory=list)
+    spec = cfg.FIRST
+    enter: list[str] = field(default_factory=list)  # the first node runs where this process runs
 
     @property
     def layout(self) -> cfg.Layout:
         # containerd's root outlives the node, under the cache (one real node per machine uses it: host.claim)
         return cfg.Layout(self.workdir, host.node_cache() / "containerd")
 
+    @property
+    def nodes(self) -> list[NodeDaemons]:
+        """Every real node, the first one first."""
+        return [self, *self.peers]
+
+    @property
+    def node_kubeconfig(self) -> Path:
+        """The admin's kubeconfig with the server on the first node's address: what the node components of every
+        node use (Multus, whereabouts, kube-proxy, CoreDNS); a peer's namespace has a loopback of its own."""
+        return self.workdir / "node-admin.kubeconfig"
+
     # ---- construction ----------------------------------------------------------------------------------------
     @classmethod
-    def create(cls, workdir: Path, *, kwok_nodes: list[dict] | None = None, multus: bool = True,
+    def create(cls, workdir: Path, *, kwok_nodes: list[dict] | None = None, multus: bool = True, peers: int = 0,
                timeout: float = 120) -> "RealNode":
         t0 = time.monotonic()
         host.check_host()
@@ -61,7 +74,8 @@ class RealNode(Supervised):
         bins = host.build_node_binaries()
         images = build_images()
         t_build = time.monotonic() - t0
-        cluster = LocalCluster(workdir / "cp", node_users=[f"system:node:{cfg.NODE_NAME}"])
+        specs = [cfg.peer_spec(i) for i in range(1, peers + 1)]
+        cluster = LocalCluster(workdir / "cp", node_users=[f"system:node:{n.name}" for n in (cfg.FIRST, *specs)])
         node = cls(workdir=workdir, cluster=cluster, bins=bins, images=images, key=host.netns_name(), multus=multus)
         node.timings["build"] = t_build
         host.write_pki(node.layout.pki)
@@ -69,6 +83,10 @@ class RealNode(Supervised):
         cluster.extra_apiserver_args = cfg.apiserver_args(node.layout)
         try:
             node.start(kwok_nodes, timeout)
+            for spec in specs:
+                t = time.monotonic()
+                node.peers.append(PeerNode.start_joined(node, spec, node.node_kubeconfig, timeout))
+                node.timings[f"peer {spec.name}"] = time.monotonic() - t
         except BaseException:
             node.stop()
             raise
@@ -77,103 +95,65 @@ class RealNode(Supervised):
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
     def start(self, kwok_nodes: list[dict] | None, timeout: float) -> None:
-        lay = self.layout
         t = time.monotonic()
         host.claim(self.key)
         host.create_links(self.key)
         host.save_sysctls(self.workdir)
         self.cluster.start(nodes=kwok_nodes, timeout=timeout)
+        self.cluster.write_kubeconfig(self.node_kubeconfig, "admin", self.cluster.admin_token,
+                                      server=f"https://{cfg.NODE_IP}:{self.cluster.ports['apiserver']}")
         self.timings["control_plane"] = time.monotonic() - t
         self._write_configs()
         t = time.monotonic()
-        ctrd = host.containerd_bins()
-        self._spawn("containerd", cfg.containerd_argv(ctrd, lay), path=f"{ctrd}:{SYSTEM_PATH}")  # its own shim first
+        self._start_containerd()
         host.claim(self.key, self.procs["containerd"].pid)  # the node lives as long as its containerd
-        self._wait("containerd", lambda: self.ctr("version", check=False).returncode == 0, 30)
         self.import_images()
         self.timings["containerd_and_images"] = time.monotonic() - t
         t = time.monotonic()
         host.create_cgroups(cfg.cgroup_root(self.key))
-        user = f"system:node:{cfg.NODE_NAME}"
-        kubeconfig = self.cluster.write_kubeconfig(self.workdir / "kubelet.kubeconfig", user, self.cluster.token(user))
-        self._spawn("kubelet", cfg.kubelet_argv(self.bins, lay, kubeconfig))
-        self._wait("kubelet", lambda: self.cluster._nodes_ready([cfg.NODE_NAME]), timeout)
+        self._write_kubelet_kubeconfig()
+        self._start_kubelet(timeout)
         self.timings["kubelet_ready"] = time.monotonic() - t
-        self._spawn("kube-proxy", cfg.kube_proxy_argv(self.bins, lay))
-        self._spawn("coredns", cfg.coredns_argv(self.bins, lay))
+        self._spawn("kube-proxy", cfg.kube_proxy_argv(self.bins, self.layout))
+        self._spawn("coredns", cfg.coredns_argv(self.bins, self.layout))
         self._wait("kube-proxy", lambda: "KUBE-SERVICES" in self._iptables_nat(), 30)
         self._wait("coredns", self._coredns_ready, 30)
         if self.multus:
             self.cluster.apply_objects(self._whereabouts_crds())
         self._state().record(self.workdir)
-        log.info("real node %s Ready (%s)", cfg.NODE_NAME,
+        log.info("real node %s Ready (%s)", self.spec.name,
                  ", ".join(f"{k} {v:.1f}s" for k, v in self.timings.items()))
 
     def stop(self) -> list[str]:
-        """Stops everything this process started (see realnode_teardown), also after a failed start."""
+        """Stops everything this process started (see realnode_teardown), also after a failed start: the peers
+        first (their kubelets rewrote the sysctls this node restores), then this node and the control plane."""
+        stopped = [f"{p.spec.name}: {s}" for p in reversed(self.peers) for s in p.stop()]
+        self.peers.clear()
+        stopped += PeerNode.stop_recorded_under(self.workdir)  # one whose start failed half-way
+
         def stop_control_plane() -> list[str]:
             self.cluster.stop()  # its process handles are ours
             return []
-        stopped = teardown(self.workdir, self._state(), stop_control_plane)
+        stopped += teardown(self.workdir, self._state(), stop_control_plane)
         self.procs.clear()
         return stopped
-
-    def stop_kubelet(self, timeout: float = 30) -> None:
-        """The node's kubelet stops (a node agent outage): containerd and the containers it runs go on."""
-        proc = self.procs.pop("kubelet")
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        self._state().record(self.workdir)
-
-    def start_kubelet(self, timeout: float = 120) -> None:
-        """The kubelet again, with the same configuration; returns once the node reports Ready."""
-        user = f"system:node:{cfg.NODE_NAME}"
-        kubeconfig = self.workdir / "kubelet.kubeconfig"
-        if not kubeconfig.exists():
-            self.cluster.write_kubeconfig(kubeconfig, user, self.cluster.token(user))
-        self._spawn("kubelet", cfg.kubelet_argv(self.bins, self.layout, kubeconfig))
-        self._wait("kubelet", lambda: self.cluster._nodes_ready([cfg.NODE_NAME]), timeout)
 
     @staticmethod
     def stop_recorded(workdir: Path) -> list[str]:
         """Stops a node another process started (`make down` after `make demo`), from its recorded state."""
         workdir = Path(workdir)
+        stopped = PeerNode.stop_recorded_under(workdir)
         state = NodeState.load(workdir)
         if state is None:
-            return []
-        return teardown(workdir, state, lambda: LocalCluster.stop_recorded(workdir / "cp"))
-
-    # ---- processes -------------------------------------------------------------------------------------------
-    def _spawn(self, name: str, argv: list[str], path: str = SYSTEM_PATH) -> None:
-        logf = open(self.workdir / f"{name}.log", "ab")
-        proc = subprocess.Popen(argv,
-                                stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env={**os.environ, "PATH": path})
-        self.procs[name] = proc
-        self._state().record(self.workdir)  # at once: a `make down` from elsewhere must find every daemon
-        log.info("started %s (pid %d)", name, proc.pid)
-
-    def _state(self) -> NodeState:
-        return NodeState({k: p.pid for k, p in self.procs.items()}, self.key, self.layout.cd)
-
-    # ---- containerd ------------------------------------------------------------------------------------------
-    def ctr(self, *args: str, check: bool = True, timeout: float = 600, popen: bool = False):
-        argv = [*cfg.ctr_argv(host.containerd_bins(), self.layout.sock), *args]
-        if popen:  # a long import: the caller waits for it
-            return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        return subprocess.run(argv, capture_output=True, text=True, check=check, timeout=timeout)
-
-    def import_images(self) -> None:
-        """What the install step did not import already."""
-        self.timings.update(import_images(self.ctr, self.images, self.workdir / "import.fifo"))
+            return stopped
+        return stopped + teardown(workdir, state, lambda: LocalCluster.stop_recorded(workdir / "cp"))
 
     def import_model(self, model: Path, name: str) -> str:
-        """A model directory as an OCI image in the node's containerd, for `scorer.model.image`; its reference."""
-        return import_model(self.ctr, self.images, model, name, self.workdir / "model.fifo")
+        """A model directory as an OCI image in every real node's containerd (a pool may land on any of them);
+        its reference."""
+        refs = {NodeDaemons.import_model(n, model, name) for n in self.nodes}
+        (ref,) = refs
+        return ref
 
     # ---- configuration ---------------------------------------------------------------------------------------
     def _write_configs(self) -> None:
@@ -181,12 +161,9 @@ class RealNode(Supervised):
         host.prepare_dirs(lay, self.bins)
         kube_proxy_healthz, kube_proxy_metrics, coredns_ready = free_port(), free_port(), free_port()
         host.write_files(cfg.node_files(
-            lay, pause_image=self.images.pause, kubeconfig=self.cluster.kubeconfig,
+            lay, pause_image=self.images.pause, kubeconfig=self.node_kubeconfig,
             cgroup_root=cfg.cgroup_root(self.key), multus=self.multus,
             ports=(kube_proxy_healthz, kube_proxy_metrics, coredns_ready)))
-
-    def _iptables_nat(self) -> str:
-        return subprocess.run(["iptables", "-t", "nat", "-S"], capture_output=True, text=True).stdout
 
     def _coredns_ready(self) -> bool:
         port = cfg.corefile_ready_port((self.workdir / "Corefile").read_text())

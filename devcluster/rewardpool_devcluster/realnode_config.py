@@ -12,16 +12,37 @@ from dataclasses import dataclass
 from pathlib import Path
 
 NODE_NAME = "realnode"
-NODE_IP = "10.250.0.1"            # rnhost0, one end of a veth pair inside the namespace
-MACVLAN_MASTER = "rnhost1"        # the other end: the secondary network's parent link
+NODE_IP = "10.250.0.1"            # on the nodes' bridge rnbr0, in the namespace `make test` runs in
+NODE_BRIDGE = "rnbr0"             # the nodes' one L2: every node's address link and macvlan parent is a port of it
+MACVLAN_MASTER = "rnhost1"        # on every node: a veth whose other end is a port of the bridge
 POD_CIDR = "10.244.0.0/24"
-CLUSTER_DNS = NODE_IP             # CoreDNS listens on the node address (reachable from every pod via cni0)
+CLUSTER_DNS = NODE_IP             # CoreDNS listens on the first node's address (every pod reaches it)
 NODE_LABEL = "rewardpool.dev/node"  # = real; with the RDMA label (the demo pool uses protocol tcp)
 NODE_LABELS = {NODE_LABEL: "real", "feature.node.kubernetes.io/rdma.capable": "true"}
 TAINT_KEY = "rewardpool.dev/real-node"
 TOLERATION = {"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
 SECONDARY_RANGE = "10.252.0.0/24"
-SECONDARY_GATEWAY = "10.252.0.254"  # on rnhost0, so processes in the namespace reach the pods' net1 addresses
+SECONDARY_GATEWAY = "10.252.0.254"  # on the bridge, so processes in the namespace reach the pods' net1 addresses
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """A real node's identity: its name, its address on the nodes' bridge and its pods' range. The first node
+    runs in the namespace `make test` runs in (with the control plane and CoreDNS); a peer runs in a namespace of
+    its own, joined to the bridge by veths."""
+    name: str
+    ip: str
+    pod_cidr: str
+
+
+FIRST = NodeSpec(NODE_NAME, NODE_IP, POD_CIDR)
+
+
+def peer_spec(index: int) -> NodeSpec:
+    """The `index`th peer (1, 2, ...): realnode2 at 10.250.0.2 with pods in 10.244.1.0/24, and so on."""
+    if not 1 <= index <= 200:
+        raise ValueError(f"peer index {index} out of range 1..200")
+    return NodeSpec(f"{NODE_NAME}{index + 1}", f"10.250.0.{index + 1}", f"10.244.{index}.0/24")
 
 
 @dataclass(frozen=True)
@@ -104,21 +125,21 @@ state = "{lay.cd / 'state'}"
 """
 
 
-def bridge_conflist(lay: Layout) -> dict:
+def bridge_conflist(lay: Layout, pod_cidr: str = POD_CIDR) -> dict:
     """The pods' primary network: cni0 with host-local IPAM (its state under the workdir, removed on teardown)."""
     return {"cniVersion": "0.4.0", "name": "rewardpool-pods", "plugins": [
         {"type": "bridge", "bridge": "cni0", "isGateway": True, "ipMasq": False, "hairpinMode": True,
-         "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_CIDR}]], "routes": [{"dst": "0.0.0.0/0"}],
+         "ipam": {"type": "host-local", "ranges": [[{"subnet": pod_cidr}]], "routes": [{"dst": "0.0.0.0/0"}],
                   "dataDir": str(lay.cni / "ipam")}},
         {"type": "portmap", "capabilities": {"portMappings": True}}]}
 
 
-def multus_conf(lay: Layout, kubeconfig: Path) -> dict:
+def multus_conf(lay: Layout, kubeconfig: Path, pod_cidr: str = POD_CIDR) -> dict:
     """Multus (thin) first in net.d, delegating the primary network to the bridge."""
     return {"cniVersion": "0.4.0", "name": "multus-cni-network", "type": "multus",
             "kubeconfig": str(kubeconfig), "cniDir": str(lay.cni / "multus-cache"),
             "binDir": str(lay.cni / "bin"), "logFile": str(lay.workdir / "multus.log"), "logLevel": "error",
-            "delegates": [bridge_conflist(lay)]}
+            "delegates": [bridge_conflist(lay, pod_cidr)]}
 
 
 def whereabouts_conf(lay: Layout, kubeconfig: Path) -> dict:
@@ -132,7 +153,7 @@ def resolv_conf() -> str:
     return f"nameserver {CLUSTER_DNS}\n"
 
 
-def kubelet_config(lay: Layout, cgroup_root: str) -> str:
+def kubelet_config(lay: Layout, cgroup_root: str, node: NodeSpec = FIRST) -> str:
     w = lay.workdir
     return f"""apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -143,7 +164,7 @@ cgroupsPerQOS: true
 enforceNodeAllocatable: ["pods"]
 failSwapOn: false
 containerRuntimeEndpoint: unix://{lay.sock}
-address: {NODE_IP}
+address: {node.ip}
 port: 10250
 readOnlyPort: 0
 healthzPort: 0
@@ -155,7 +176,7 @@ authorization: {{mode: AlwaysAllow}}
 clusterDomain: cluster.local
 clusterDNS: [{CLUSTER_DNS}]
 resolvConf: {w / 'resolv.conf'}
-podLogsDirectory: {w / 'pod-logs'}
+podLogsDir: {w / 'pod-logs'}  # each node's own: two kubelets sharing /var/log/pods remove each other's logs
 rotateCertificates: false
 serverTLSBootstrap: false
 registerWithTaints: [{{key: {TAINT_KEY}, value: "true", effect: NoSchedule}}]
@@ -167,14 +188,14 @@ syncFrequency: 10s
 """
 
 
-def kube_proxy_config(kubeconfig: Path, healthz_port: int, metrics_port: int) -> str:
+def kube_proxy_config(kubeconfig: Path, healthz_port: int, metrics_port: int, node: NodeSpec = FIRST) -> str:
     # kubeconfig: the admin's; the devcluster has no node-proxier binding of its own
     return f"""apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {{kubeconfig: {kubeconfig}}}
 mode: iptables
 clusterCIDR: 10.244.0.0/16
-bindAddress: {NODE_IP}
+bindAddress: {node.ip}
 healthzBindAddress: 127.0.0.1:{healthz_port}
 metricsBindAddress: 127.0.0.1:{metrics_port}
 # pod -> Service -> pod on the same bridge without br_netfilter: masquerade makes replies come back through
@@ -206,30 +227,34 @@ def corefile_ready_port(text: str) -> int:
 
 
 def node_files(lay: Layout, *, pause_image: str, kubeconfig: Path, cgroup_root: str, multus: bool,
-               ports: tuple[int, int, int]) -> dict[Path, str | None]:
+               ports: tuple[int, int, int], node: NodeSpec = FIRST) -> dict[Path, str | None]:
     """Every config file of the node and its text; None: the file must not exist (Multus off). `ports`: kube-proxy's
-    healthz and metrics, CoreDNS' ready. All of it is written before containerd starts: containerd 1.6 did not
-    pick up a CNI config that arrived later by rename."""
+    healthz and metrics, CoreDNS' ready (the first node runs the cluster's CoreDNS; a peer's Corefile is unused).
+    `kubeconfig`: the admin's, with the server at the first node's address (a peer's namespace has its own
+    loopback). All of it is written before containerd starts: containerd 1.6 did not pick up a CNI config that
+    arrived later by rename."""
     healthz, metrics, ready = ports
     files: dict[Path, str | None] = {
         lay.cd / "config.toml": containerd_config(lay, pause_image),
-        lay.cni / "net.d" / "10-bridge.conflist": json.dumps(bridge_conflist(lay)),
-        lay.multus_conf: json.dumps(multus_conf(lay, kubeconfig)) if multus else None,
+        lay.cni / "net.d" / "10-bridge.conflist": json.dumps(bridge_conflist(lay, node.pod_cidr)),
+        lay.multus_conf: json.dumps(multus_conf(lay, kubeconfig, node.pod_cidr)) if multus else None,
     }
     if multus:
         files[lay.whereabouts_conf] = json.dumps(whereabouts_conf(lay, kubeconfig))
     files.update({
         lay.workdir / "resolv.conf": resolv_conf(),
-        lay.workdir / "kubelet-config.yaml": kubelet_config(lay, cgroup_root),
-        lay.workdir / "kube-proxy.yaml": kube_proxy_config(kubeconfig, healthz, metrics),
+        lay.workdir / "kubelet-config.yaml": kubelet_config(lay, cgroup_root, node),
+        lay.workdir / "kube-proxy.yaml": kube_proxy_config(kubeconfig, healthz, metrics, node),
         lay.workdir / "Corefile": corefile(kubeconfig, ready),
     })
     return files
 
 
 def macvlan_attachment(lay: Layout, namespace: str, name: str = "macvlan-store") -> dict:
-    """A macvlan NetworkAttachmentDefinition on the namespace's veth, whereabouts IPAM (this kernel has no
-    ipvlan: the operator-managed ipvlan attachment cannot carry traffic here)."""
+    """A macvlan NetworkAttachmentDefinition on each node's `rnhost1` (one L2 through the nodes' bridge),
+    whereabouts IPAM, which allocates from one pool in the API server for every node (this kernel has no
+    ipvlan: the operator-managed ipvlan attachment cannot carry traffic here). The whereabouts file is the first
+    node's; a peer reads the same path (one filesystem)."""
     cfg = {"cniVersion": "0.3.1", "name": name, "type": "macvlan", "master": MACVLAN_MASTER, "mode": "bridge",
            "ipam": {"type": "whereabouts", "range": SECONDARY_RANGE, "exclude": [f"{SECONDARY_GATEWAY}/32"],
                     "configuration_path": str(lay.whereabouts_conf)}}
@@ -256,16 +281,16 @@ def containerd_argv(ctrd: Path, lay: Layout) -> list[str]:
     return [str(ctrd / "containerd"), "--config", str(lay.cd / "config.toml")]
 
 
-def kubelet_argv(bins: Path, lay: Layout, kubeconfig: Path) -> list[str]:
+def kubelet_argv(bins: Path, lay: Layout, kubeconfig: Path, node: NodeSpec = FIRST) -> list[str]:
     w = lay.workdir
     labels = ",".join(f"{k}={v}" for k, v in NODE_LABELS.items())
     return [str(bins / "kubelet"), f"--config={w / 'kubelet-config.yaml'}", f"--kubeconfig={kubeconfig}",
-            f"--root-dir={w / 'kubelet'}", f"--cert-dir={w / 'kubelet' / 'pki'}", f"--hostname-override={NODE_NAME}",
-            f"--node-ip={NODE_IP}", f"--node-labels={labels}", "--v=1"]
+            f"--root-dir={w / 'kubelet'}", f"--cert-dir={w / 'kubelet' / 'pki'}", f"--hostname-override={node.name}",
+            f"--node-ip={node.ip}", f"--node-labels={labels}", "--v=1"]
 
 
-def kube_proxy_argv(bins: Path, lay: Layout) -> list[str]:
-    return [str(bins / "kube-proxy"), f"--config={lay.workdir / 'kube-proxy.yaml'}", f"--hostname-override={NODE_NAME}",
+def kube_proxy_argv(bins: Path, lay: Layout, node: NodeSpec = FIRST) -> list[str]:
+    return [str(bins / "kube-proxy"), f"--config={lay.workdir / 'kube-proxy.yaml'}", f"--hostname-override={node.name}",
             "--v=1"]
 
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from .cluster import REPO, ClusterStartError, _alive
-from .realnode_config import MACVLAN_MASTER, NODE_IP, SECONDARY_GATEWAY, Layout
+from .realnode_config import MACVLAN_MASTER, NODE_BRIDGE, NODE_IP, SECONDARY_GATEWAY, Layout, NodeSpec
 
 log = logging.getLogger("rewardpool.devcluster")
 
@@ -124,21 +124,103 @@ def release(key: str) -> None:
         owner.unlink()
 
 
-# ---- links, cgroups, sysctls -----------------------------------------------------------------------------------
+# ---- links ---------------------------------------------------------------------------------------------------
+def _ip(ns: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    res = subprocess.run(["ip", "-n", ns, *args], capture_output=True, text=True)
+    if check and res.returncode != 0:
+        raise RealNodeError(f"ip -n {ns} {' '.join(args)}: {res.stderr.strip()}")
+    return res
+
+
 def create_links(key: str) -> None:
-    """A non-loopback node address (the kubelet refuses loopback; this kernel has no dummy links): a veth pair
-    in the namespace, rnhost0 with the node and secondary-gateway addresses, rnhost1 the macvlan parent."""
-    def ip(*args, check=True):
-        return subprocess.run(["ip", "-n", key, *args], capture_output=True, text=True, check=check)
-    ip("link", "set", "lo", "up")
-    if ip("link", "show", "rnhost0", check=False).returncode != 0:
-        ip("link", "add", "rnhost0", "type", "veth", "peer", "name", MACVLAN_MASTER)
-        ip("addr", "add", f"{NODE_IP}/24", "dev", "rnhost0")
-        ip("addr", "add", f"{SECONDARY_GATEWAY}/24", "dev", "rnhost0")
-    ip("link", "set", "rnhost0", "up")
-    ip("link", "set", MACVLAN_MASTER, "up")
+    """A non-loopback node address (the kubelet refuses loopback; this kernel has no dummy links): the bridge
+    rnbr0 holds the node and secondary-gateway addresses; a veth pair rnhost0 (a port of the bridge) and
+    rnhost1, the macvlan parent. Peers join the bridge with veths of their own (`create_peer_links`), so the
+    nodes' addresses and their macvlan networks are one L2."""
+    _ip(key, "link", "set", "lo", "up")
+    if _ip(key, "link", "show", NODE_BRIDGE, check=False).returncode != 0:
+        _ip(key, "link", "add", NODE_BRIDGE, "type", "bridge")
+        _ip(key, "addr", "add", f"{NODE_IP}/24", "dev", NODE_BRIDGE)
+        _ip(key, "addr", "add", f"{SECONDARY_GATEWAY}/24", "dev", NODE_BRIDGE)
+    if _ip(key, "link", "show", "rnhost0", check=False).returncode != 0:
+        _ip(key, "link", "add", "rnhost0", "type", "veth", "peer", "name", MACVLAN_MASTER)
+    _ip(key, "link", "set", "rnhost0", "master", NODE_BRIDGE)
+    for link in (NODE_BRIDGE, "rnhost0", MACVLAN_MASTER):
+        _ip(key, "link", "set", link, "up")
 
 
+def peer_links(node: NodeSpec) -> tuple[str, str]:
+    """The names, in the first node's namespace, of a peer's two bridge ports (address link, macvlan parent)."""
+    n = node.ip.rsplit(".", 1)[1]
+    return f"rnp{n}a", f"rnp{n}m"
+
+
+def create_peer_links(key: str, peer_key: str, node: NodeSpec) -> None:
+    """A peer's network namespace, joined to the nodes' bridge in `key` by two veth pairs: rnhost0 (its node
+    address; its default route goes to the first node, where the control plane, CoreDNS and the other pod
+    ranges are) and rnhost1 (its macvlan parent, the name every node's attachment names). The first node's
+    namespace routes the peer's pod range to it."""
+    if not Path(f"/run/netns/{peer_key}").exists():
+        subprocess.run(["ip", "netns", "add", peer_key], check=True, capture_output=True)
+    _ip(peer_key, "link", "set", "lo", "up")
+    addr_port, mac_port = peer_links(node)
+    for port, inside in ((addr_port, "rnhost0"), (mac_port, MACVLAN_MASTER)):
+        if _ip(key, "link", "show", port, check=False).returncode != 0:
+            _ip(key, "link", "add", port, "type", "veth", "peer", "name", inside, "netns", peer_key)
+        _ip(key, "link", "set", port, "master", NODE_BRIDGE)
+        _ip(key, "link", "set", port, "up")
+        _ip(peer_key, "link", "set", inside, "up")
+    if node.ip not in _ip(peer_key, "-4", "addr", "show", "rnhost0").stdout:
+        _ip(peer_key, "addr", "add", f"{node.ip}/24", "dev", "rnhost0")
+    _ip(peer_key, "route", "replace", "default", "via", NODE_IP)
+    _ip(key, "route", "replace", node.pod_cidr, "via", node.ip)
+
+
+def remove_peer_links(key: str, peer_key: str, node: NodeSpec) -> None:
+    """The peer's namespace goes (its veths with it, and their ports on the bridge) and the route to its pods."""
+    _ip(key, "route", "del", node.pod_cidr, check=False)
+    subprocess.run(["ip", "netns", "del", peer_key], capture_output=True)
+    for port in peer_links(node):
+        _ip(key, "link", "del", port, check=False)
+
+
+# ---- a peer's own disk -----------------------------------------------------------------------------------------
+MOUNT_NS_DIR = Path("/run/rewardpool-mntns")
+NODE_DISK = Path("/var/lib/rewardpool")  # where the node-local model cache keeps its copies (a hostPath)
+
+
+def create_mount_ns(peer_key: str, disk: Path) -> Path:
+    """A mount namespace for a peer's containerd and kubelet (and so its pods), a slave of the host's: it sees
+    every host mount, but its /var/lib/rewardpool is `disk`, a folder of its own. Without it, two nodes on one
+    machine would share every hostPath, and a copy made on one would be on the other. Pinned by a bind mount
+    at MOUNT_NS_DIR/<peer_key> (unshare wants that folder on a private mount); returns that path."""
+    MOUNT_NS_DIR.mkdir(exist_ok=True)
+    if subprocess.run(["mountpoint", "-q", str(MOUNT_NS_DIR)]).returncode != 0:
+        subprocess.run(["mount", "--bind", str(MOUNT_NS_DIR), str(MOUNT_NS_DIR)], check=True)
+        subprocess.run(["mount", "--make-private", str(MOUNT_NS_DIR)], check=True)
+    pin = MOUNT_NS_DIR / peer_key
+    if pin.exists():
+        remove_mount_ns(peer_key)
+    pin.touch()
+    NODE_DISK.mkdir(parents=True, exist_ok=True)
+    disk.mkdir(parents=True, exist_ok=True)
+    for argv in (["unshare", f"--mount={pin}", "--propagation", "slave", "true"],
+                 ["nsenter", f"--mount={pin}", "mount", "--bind", str(disk), str(NODE_DISK)]):
+        res = subprocess.run(argv, capture_output=True, text=True)
+        if res.returncode != 0:
+            raise RealNodeError(f"{' '.join(argv)}: {res.stderr.strip()}")
+    return pin
+
+
+def remove_mount_ns(peer_key: str) -> None:
+    """Unpins the peer's mount namespace: it goes, with every mount in it, once its last process has exited."""
+    pin = MOUNT_NS_DIR / peer_key
+    if pin.exists():
+        subprocess.run(["umount", str(pin)], capture_output=True)
+        pin.unlink(missing_ok=True)
+
+
+# ---- cgroups, sysctls ----------------------------------------------------------------------------------------
 def cgroup_controllers() -> list[Path]:
     return [p for p in Path("/sys/fs/cgroup").iterdir() if p.is_dir() and not p.is_symlink()
             and p.name != "unified"]
@@ -205,6 +287,10 @@ def write_pki(pki: Path) -> None:
 def prepare_dirs(lay: Layout, bins: Path) -> None:
     """The node's folders, and the CNI plugins in one bin dir: Debian's (bridge, host-local, macvlan, ...) with
     Multus and whereabouts from the node binaries."""
+    ttrpc = f"{lay.sock}.ttrpc"
+    if len(ttrpc) > 104:  # containerd refuses it only once it starts, deep in its log
+        raise RealNodeError(f"the node's work folder {lay.workdir} is too deep: containerd's socket {ttrpc} would be "
+                            f"{len(ttrpc)} characters, over the 104 a unix socket path may have")
     for d in lay.dirs():
         d.mkdir(parents=True, exist_ok=True)
     for f in Path("/usr/lib/cni").iterdir():

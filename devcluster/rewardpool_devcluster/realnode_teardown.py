@@ -154,7 +154,7 @@ def _cleanup(workdir: Path, key: str) -> None:
     for d in ("cni/ipam", "cni/multus-cache"):
         shutil.rmtree(workdir / d, ignore_errors=True)
     if Path(f"/run/netns/{key}").exists():  # the node's links, in its namespace (never the host's)
-        for link in ("cni0", "rnhost0"):
+        for link in ("cni0", "rnhost0", "rnbr0"):
             subprocess.run(["ip", "-n", key, "link", "del", link], capture_output=True)
     # containerd may make /run/containerd/{s,fifo,runc} whatever its config says (1.6 did): remove them when empty
     run = Path("/run/containerd")

@@ -66,26 +66,32 @@ def helm_install(cluster: LocalCluster, release: str = RELEASE, namespace: str =
 
 
 def incluster_values(operator_image: str, node_selector: dict[str, str], tolerations: list[dict],
-                     watch_namespaces: list[str] | None = None) -> dict:
+                     watch_namespaces: list[str] | None = None, agent_node_selector: dict[str, str] | None = None
+                     ) -> dict:
     """Chart values for the operator running from its image on the real node (in-cluster config, the chart's
-    ServiceAccount): the image imported into the node's containerd, IfNotPresent, placed on the real node."""
+    ServiceAccount): the image imported into the node's containerd, IfNotPresent, placed on the real node; the model
+    cache's agent on `agent_node_selector` (default the operator's)."""
     repo, tag = operator_image.rsplit(":", 1)
     return {"replicaCount": 1, "image": {"repository": repo, "tag": tag, "pullPolicy": "IfNotPresent"},
             "nodeSelector": node_selector, "tolerations": tolerations, "logFormat": "json",
             "watchNamespaces": watch_namespaces or [],
             "rbac": {"scope": "cluster"},
-            # the model cache's node agent on the same node (the real one: its taint tolerated)
-            "modelCache": {"agent": {"nodeSelector": node_selector, "tolerations": tolerations}}}
+            # the model cache's node agent on the real nodes (their taint tolerated)
+            "modelCache": {"agent": {"nodeSelector": agent_node_selector or node_selector,
+                                     "tolerations": tolerations}}}
 
 
 def helm_install_incluster(cluster: LocalCluster, operator_image: str, node_selector: dict[str, str],
                            tolerations: list[dict], release: str = RELEASE, namespace: str = OPERATOR_NS,
-                           timeout: float = 180) -> subprocess.CompletedProcess:
+                           timeout: float = 180, agent_node_selector: dict[str, str] | None = None
+                           ) -> subprocess.CompletedProcess:
     """The chart as a user installs it: the operator Deployment with one replica, `helm --wait` until it is
     Ready. On failure the message carries the operator pod's state and log tail."""
     try:
         res = helm_install(cluster, release, namespace, values={"replicaCount": "1"},
-                           values_doc=incluster_values(operator_image, node_selector, tolerations), timeout=timeout)
+                           values_doc=incluster_values(operator_image, node_selector, tolerations,
+                                                       agent_node_selector=agent_node_selector),
+                           timeout=timeout)
         # helm 4's --wait returns before a Deployment without a readiness probe has a Ready pod: wait here
         rollout = kubectl(cluster, "rollout", "status", "-n", namespace, f"deployment/{release}-rewardpool-operator",
                           f"--timeout={timeout:.0f}s", check=False, timeout=timeout + 30)

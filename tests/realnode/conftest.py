@@ -1,6 +1,7 @@
-"""The real node: one LocalCluster (its own control plane, kwok nodes next to the real node) for this package,
-the chart installed as a user installs it (the operator runs from its image, in-cluster config), the store
-master and Ray head as pods, all inside the namespace `make test` runs in. Torn down after the package."""
+"""The real nodes: one LocalCluster (its own control plane, kwok nodes next to two real nodes: `realnode` in the
+namespace `make test` runs in, `realnode2` in its own, joined by a bridge) for this package, the chart installed
+as a user installs it (the operator runs from its image, in-cluster config), the store master and Ray head as
+pods on the first node; pools' workers on both. Torn down after the package."""
 from __future__ import annotations
 
 import json
@@ -21,7 +22,8 @@ def node(tmp_path_factory):
     from rewardpool_devcluster.realnode_host import SYSCTLS, sysctl
 
     host_before = {k: sysctl(k) for k in SYSCTLS}
-    n = RealNode.create(tmp_path_factory.mktemp("realnode"), kwok_nodes=default_nodes())
+    n = RealNode.create(tmp_path_factory.mktemp("realnode"), kwok_nodes=default_nodes(), peers=1)
+    keys = [x.key for x in n.nodes]
     yield n
     n.stop()
     # the host-wide sysctls the kubelet rewrote are back, and no cgroup of the node is left in any hierarchy
@@ -29,9 +31,25 @@ def node(tmp_path_factory):
     from rewardpool_devcluster.realnode_config import cgroup_root
     from rewardpool_devcluster.realnode_host import cgroup_hierarchies
 
-    left = [str(h / cgroup_root(n.key).lstrip("/")) for h in cgroup_hierarchies()
-            if (h / cgroup_root(n.key).lstrip("/")).exists()]
-    assert not left, f"cgroups left after the node stopped: {left}"
+    left = [str(h / cgroup_root(k).lstrip("/")) for h in cgroup_hierarchies() for k in keys
+            if (h / cgroup_root(k).lstrip("/")).exists()]
+    assert not left, f"cgroups left after the nodes stopped: {left}"
+    from pathlib import Path
+
+    from rewardpool_devcluster.realnode_host import MOUNT_NS_DIR
+    assert not [k for k in keys[1:] if Path(f"/run/netns/{k}").exists() or (MOUNT_NS_DIR / k).exists()], \
+        "a peer's network or mount namespace outlived it"
+
+
+@pytest.fixture(scope="package")
+def peer(node):
+    """The second real node (realnode2)."""
+    return node.peers[0]
+
+
+def node_of(node, pod):
+    """The real node (first or peer) a pod runs on: its containerd is the one that knows the pod's containers."""
+    return next(n for n in node.nodes if n.spec.name == pod["spec"]["nodeName"])
 
 
 class Kube:
@@ -69,10 +87,13 @@ def kube(node):
 
 @pytest.fixture(scope="package")
 def incluster_operator(node, kube):
+    from rewardpool_devcluster.incluster import FIRST_REAL_NODE
     from rewardpool_devcluster.realnode_config import NODE_LABEL, TOLERATION
     from rewardpool_devcluster.stack import helm_install_incluster
 
-    helm_install_incluster(node.cluster, node.images.operator, {NODE_LABEL: "real"}, [TOLERATION])
+    # the operator on the first node (the second one is drained and lost under pools); the cache agent on both
+    helm_install_incluster(node.cluster, node.images.operator, FIRST_REAL_NODE, [TOLERATION],
+                           agent_node_selector={NODE_LABEL: "real"})
     node.cluster.wait_crd_established("rewardpools.rewardpool.io")
     return node
 
@@ -81,7 +102,9 @@ def incluster_operator(node, kube):
 def infra(node, kube):
     from rewardpool_devcluster.incluster import INFRA_NS, infra_objects
 
-    kube.apply(infra_objects(node.images.worker))
+    # the Ray head on the workers' store network too (ray_head_objects says why)
+    objs = infra_objects(node.images.worker, ray_attachment=f"{INFRA_NS}/macvlan-store")
+    kube.apply(objs[:1] + [node.macvlan_attachment(INFRA_NS)] + objs[1:])
     for d in ("mooncake-master", "ray-head"):
         kube("rollout", "status", "-n", INFRA_NS, f"deployment/{d}", "--timeout=180s", timeout=200)
     return INFRA_NS

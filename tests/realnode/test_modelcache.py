@@ -1,9 +1,11 @@
-"""Issue 34: the node-local model cache on the real node. The chart's agent (a DaemonSet on the node) copies a
-RewardModelCache's source (a claim in the operator's namespace) onto the node's disk through a copy pod,
-verifies it and says Ready in the cache's status and on the node's label; a PickScore pool whose model is the
-cache starts there with no mount of its own and scores; a cache whose source is missing says so, and so does the
-pool waiting on it; a cache in use is not deleted from under its pool, and once free it goes with its copy and
-volumes."""
+"""Issue 34: the node-local model cache on the real nodes. The chart's agent (a DaemonSet on both) copies a
+RewardModelCache's source (a claim in the operator's namespace) onto the disk of each node the cache selects
+through a copy pod, verifies it and says Ready in the cache's status and on the node's label; a PickScore pool
+whose model is the cache starts where the copy is, never on the node without it, with no mount of its own, and
+scores; a cache whose source is missing says so, and so does the pool waiting on it; a node out of room says so
+while the other node's copy serves; a cache in use is not deleted from under its pool, and once free it goes
+with its copy and volumes. Each node has a disk of its own: realnode2's /var/lib/rewardpool is not the host's
+(realnode_peer)."""
 from __future__ import annotations
 
 import copy
@@ -22,16 +24,15 @@ def _node_phase(kube, cache, node):
     return next((e for e in entries if e["node"] == node), None)
 
 
-def test_a_pool_from_a_model_cache_starts_where_the_copy_is_and_scores(kube, node, incluster_operator, infra, rns,
-                                                                        tmp_path):
+def test_a_pool_from_a_model_cache_starts_where_the_copy_is_and_scores(kube, node, peer, incluster_operator, infra,
+                                                                        rns, tmp_path):
     from rewardpool_devcluster import random_clip
     from rewardpool_devcluster.incluster import real_node_pool
-    from rewardpool_devcluster.realnode_config import NODE_LABEL
+    from rewardpool_devcluster.realnode_config import NODE_NAME
     from rewardpool_devcluster.stack import OPERATOR_NS
     from rewardpool_operator.modelcache import ROOT, node_label
 
-    (real,) = kube.json("nodes", "-l", f"{NODE_LABEL}=real")["items"]
-    node_name = real["metadata"]["name"]
+    node_name, other = NODE_NAME, peer.spec.name  # the copy on the first node only: its source is local to it
     tag = uuid.uuid4().hex[:6]
     src = tmp_path / "weights"
     random_clip.build(src / "pick", "tiny")
@@ -47,7 +48,8 @@ def test_a_pool_from_a_model_cache_starts_where_the_copy_is_and_scores(kube, nod
          "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "", "volumeName": f"rn-src-{tag}",
                   "resources": {"requests": {"storage": "1Gi"}}}},
         {"apiVersion": "rewardpool.io/v1alpha1", "kind": "RewardModelCache", "metadata": {"name": cache},
-         "spec": {"source": {"pvc": {"claimName": claim, "subPath": "pick"}}}},
+         "spec": {"source": {"pvc": {"claimName": claim, "subPath": "pick"}},
+                  "nodeSelector": {"kubernetes.io/hostname": node_name}}},
         {"apiVersion": "rewardpool.io/v1alpha1", "kind": "RewardModelCache", "metadata": {"name": bad},
          "spec": {"source": {"pvc": {"claimName": "no-such-claim"}}}},
     ])
@@ -66,6 +68,10 @@ def test_a_pool_from_a_model_cache_starts_where_the_copy_is_and_scores(kube, nod
     data = Path(ROOT) / cache / "data"
     assert {p.relative_to(data) for p in data.rglob("*") if p.is_file()} == \
         {p.relative_to(src / "pick") for p in (src / "pick").rglob("*") if p.is_file()}
+    # the other node is not selected: no entry, no label, nothing on its disk
+    assert _node_phase(kube, cache, other) is None
+    assert node_label(cache) not in kube.json("node", other)["metadata"]["labels"]
+    assert not peer.host_path(f"{ROOT}/{cache}").exists()
 
     # the source that is not there: Failed with its reason on the cache, and the pool waiting on it says why
     bad_entry = wait_for(lambda: (e := _node_phase(kube, bad, node_name)) and e["phase"] == "Failed" and e,
@@ -80,17 +86,19 @@ def test_a_pool_from_a_model_cache_starts_where_the_copy_is_and_scores(kube, nod
     (pending,) = kube.pods(rns, "rewardpool.io/pool=waits")
     assert pending["status"]["phase"] == "Pending"  # required placement: no node holds a Ready copy
 
-    # the pool from the cache: no mount of its own, Ready (model loaded and warmed) on the node, scores
+    # the pool from the cache: no mount of its own, Ready (model loaded and warmed) where the copy is, both
+    # workers there (required placement outweighs the spread over the two real nodes), scores
     kube.apply([incluster_operator.macvlan_attachment(rns)])  # the store's traffic, as the other pools'
-    pool = real_node_pool("cached", rns, node.images.worker, replicas=1, cpu="250m", scorer=pick,
+    pool = real_node_pool("cached", rns, node.images.worker, replicas=2, cpu="250m", scorer=pick,
                           attachment=f"{rns}/macvlan-store")
     assert "volumes" not in pool["spec"]["podTemplate"]["spec"]
     kube.apply([pool])
-    (pod,) = wait_for(pool_ready(kube, rns, "cached", 1), timeout=300, interval=1,
-                      what="the cached pool's worker Ready")
-    assert pod["spec"]["nodeName"] == node_name
-    assert any(v.get("persistentVolumeClaim", {}).get("claimName") == f"rewardpool-cache-{cache}"
-               for v in pod["spec"]["volumes"])
+    pods = wait_for(pool_ready(kube, rns, "cached", 2), timeout=300, interval=1,
+                    what="the cached pool's workers Ready")
+    assert [p["spec"]["nodeName"] for p in pods] == [node_name, node_name]
+    for pod in pods:
+        assert any(v.get("persistentVolumeClaim", {}).get("claimName") == f"rewardpool-cache-{cache}"
+                   for v in pod["spec"]["volumes"])
     result = run_job(kube, node, rns, f"job-{tag}", "cached", samples=4, frames=1, batch=2, timeout=300,
                      attachment=f"{rns}/macvlan-store")
     assert result["scored"] == 4 and result["left"] == 0, result
@@ -122,17 +130,18 @@ def test_a_pool_from_a_model_cache_starts_where_the_copy_is_and_scores(kube, nod
     kube("delete", "pv", f"rn-src-{tag}", "--wait=false", check=False)
 
 
-def test_a_restricted_pool_whose_model_is_an_oci_image_scores_with_no_mount_of_its_own(kube, node, incluster_operator,
-                                                                                      infra, tmp_path):
+def test_a_restricted_pool_whose_model_is_an_oci_image_scores_with_no_mount_of_its_own(kube, node, peer,
+                                                                                      incluster_operator, infra,
+                                                                                      tmp_path):
     """scorer.model.image on the real node's containerd 2: the random-weight PickScore packaged as an OCI image
     with buildah (weights only, no base) and imported as the worker image is; a pool at the restricted Pod Security
     level mounts it as an `image` volume, reads it as non-root, loads and warms it, and scores. The API server's
     own admission judges the running pod in a namespace enforcing restricted: refused for IPC_LOCK alone (the one
-    exception the operator adds), admitted without it. A RewardModelCache whose source is the same image copies it onto the
-    node through the agent's copy pod (its own image volume) and says Ready with the bytes of the model."""
+    exception the operator adds), admitted without it. A RewardModelCache whose source is the same image copies it onto
+    both real nodes' disks through the agents' copy pods (their own image volumes) and says Ready with the bytes of
+    the model on each."""
     from rewardpool_devcluster import random_clip
     from rewardpool_devcluster.incluster import real_node_pool
-    from rewardpool_devcluster.realnode_config import NODE_LABEL
     from rewardpool_operator.builders import IPC_LOCK
     from rewardpool_operator.modelcache import ROOT
 
@@ -140,7 +149,7 @@ def test_a_restricted_pool_whose_model_is_an_oci_image_scores_with_no_mount_of_i
     model = tmp_path / "pick"
     random_clip.build(model, "tiny")
     ref = node.import_model(model, "pickscore-tiny")
-    assert ref in node.ctr("images", "ls", "-q").stdout.split()
+    assert all(ref in n.ctr("images", "ls", "-q").stdout.split() for n in node.nodes)  # a pool may land on either
     ns, strict = f"rn-img-{tag}", f"rn-strict-{tag}"
     kube.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": strict, "labels": {
@@ -175,13 +184,13 @@ def test_a_restricted_pool_whose_model_is_an_oci_image_scores_with_no_mount_of_i
                          attachment=f"{ns}/macvlan-store")
         assert result["scored"] == 4 and result["left"] == 0, result
 
-        (real,) = kube.json("nodes", "-l", f"{NODE_LABEL}=real")["items"]
-        entry = wait_for(lambda: (e := _node_phase(kube, cache, real["metadata"]["name"])) and e["phase"] == "Ready"
-                         and e, timeout=240, interval=1, what=f"{cache} (from the image) Ready")
-        assert entry["bytes"] == sum(f.stat().st_size for f in model.rglob("*") if f.is_file()), entry
-        data = Path(ROOT) / cache / "data"
-        assert {p.relative_to(data) for p in data.rglob("*") if p.is_file()} == \
-            {p.relative_to(model) for p in model.rglob("*") if p.is_file()}
+        for n in node.nodes:  # each node's copy on its own disk
+            entry = wait_for(lambda: (e := _node_phase(kube, cache, n.spec.name)) and e["phase"] == "Ready" and e,
+                             timeout=240, interval=1, what=f"{cache} (from the image) Ready on {n.spec.name}")
+            assert entry["bytes"] == sum(f.stat().st_size for f in model.rglob("*") if f.is_file()), entry
+            data = Path(ROOT) / cache / "data" if n is node else peer.host_path(f"{ROOT}/{cache}/data")
+            assert {p.relative_to(data) for p in data.rglob("*") if p.is_file()} == \
+                {p.relative_to(model) for p in model.rglob("*") if p.is_file()}
     finally:
         kube("delete", "rewardmodelcache", cache, "--wait=false", check=False)
         kube("delete", "namespace", ns, strict, "--wait=false", check=False)
@@ -199,21 +208,23 @@ def _admission(kube, ns, spec, drop=None):
     return kube("create", "--dry-run=server", "-f", "-", input=json.dumps(pod), check=False)
 
 
-def test_a_node_without_room_for_the_copy_says_out_of_disk_and_so_does_the_pool_waiting(kube, node, incluster_operator,
-                                                                                       infra, rns, tmp_path):
-    """The node's disk full for one cache: its folder on the node is a 2 MiB tmpfs (the copy pod's hostPath sees
-    it, as it would a full disk), the source an image the copy would need more room for. The cache says Failed
-    with OutOfDisk and the bytes on the node's entry, the node's label says Failed, and a pool requiring the copy
-    stays Pending with ModelUnavailable naming OutOfDisk; nothing is published."""
+def test_a_node_without_room_for_the_copy_says_out_of_disk_and_so_does_the_pool_waiting(kube, node, peer,
+                                                                                       incluster_operator, infra, rns,
+                                                                                       tmp_path):
+    """The first node's disk full for one cache: its folder there is a 2 MiB tmpfs (the copy pod's hostPath sees
+    it, as it would a full disk), the source an image the copy would need more room for. The cache, selecting
+    that node only, says Failed with OutOfDisk and the bytes on the node's entry, the node's label says Failed,
+    and a pool requiring the copy stays Pending with ModelUnavailable naming OutOfDisk; nothing is published.
+    Then the cache selects both real nodes: the second one, with room on its own disk, holds a Ready copy and the
+    waiting worker starts there, while the first still says OutOfDisk."""
     import subprocess
 
     from rewardpool_devcluster import random_clip
     from rewardpool_devcluster.incluster import real_node_pool
-    from rewardpool_devcluster.realnode_config import NODE_LABEL
+    from rewardpool_devcluster.realnode_config import NODE_LABEL, NODE_NAME
     from rewardpool_operator.modelcache import ROOT, node_label
 
-    (real,) = kube.json("nodes", "-l", f"{NODE_LABEL}=real")["items"]
-    node_name = real["metadata"]["name"]
+    node_name, other = NODE_NAME, peer.spec.name
     tag = uuid.uuid4().hex[:6]
     model = tmp_path / "pick"
     random_clip.build(model, "tiny")
@@ -224,7 +235,8 @@ def test_a_node_without_room_for_the_copy_says_out_of_disk_and_so_does_the_pool_
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", f"rewardpool-full-{tag}", str(folder)], check=True)
     try:
         kube.apply([{"apiVersion": "rewardpool.io/v1alpha1", "kind": "RewardModelCache", "metadata": {"name": cache},
-                     "spec": {"source": {"image": {"reference": ref, "pullPolicy": "IfNotPresent"}}}},
+                     "spec": {"source": {"image": {"reference": ref, "pullPolicy": "IfNotPresent"}},
+                              "nodeSelector": {"kubernetes.io/hostname": node_name}}},
                     real_node_pool("waitsroom", rns, node.images.worker, replicas=1, cpu="250m",
                                    scorer={"name": "pickscore", "batchSize": 2, "modelMemory": "256Mi",
                                            "model": {"cache": {"name": cache}}})])
@@ -241,6 +253,19 @@ def test_a_node_without_room_for_the_copy_says_out_of_disk_and_so_does_the_pool_
         wait_for(model_unavailable, timeout=60, interval=1, what="the waiting pool says ModelUnavailable: OutOfDisk")
         (pending,) = kube.pods(rns, "rewardpool.io/pool=waitsroom")
         assert pending["status"]["phase"] == "Pending"
+
+        # both real nodes selected: the second copies onto its own disk and serves the waiting worker
+        kube("patch", "rewardmodelcache", cache, "--type=merge", "-p",
+             json.dumps({"spec": {"nodeSelector": {"kubernetes.io/hostname": None, NODE_LABEL: "real"}}}))
+        other_entry = wait_for(lambda: (e := _node_phase(kube, cache, other)) and e["phase"] == "Ready" and e,
+                               timeout=180, interval=1, what=f"{cache} Ready on {other}")
+        assert other_entry["bytes"] == sum(f.stat().st_size for f in model.rglob("*") if f.is_file())
+        assert peer.host_path(f"{ROOT}/{cache}/ready.json").exists()
+        (pod,) = wait_for(pool_ready(kube, rns, "waitsroom", 1), timeout=240, interval=1,
+                          what="the waiting worker Ready on the node with room")
+        assert pod["spec"]["nodeName"] == other
+        assert _node_phase(kube, cache, node_name)["reason"] == "OutOfDisk"  # the full node still says so
+        assert not (folder / "ready.json").exists()
     finally:
         kube("delete", "rewardpool", "-n", rns, "waitsroom", "--wait=true", check=False, timeout=120)
         kube("delete", "rewardmodelcache", cache, "--wait=true", check=False, timeout=120)

@@ -32,7 +32,8 @@ def redis(node, tmp_path_factory):
 def ft_head(kube, node, infra, redis):
     from rewardpool_devcluster.incluster import ray_head_objects
 
-    objs = ray_head_objects(HEAD, node.images.worker, infra, redis=redis.address)
+    objs = ray_head_objects(HEAD, node.images.worker, infra, redis=redis.address,
+                            attachment=f"{infra}/macvlan-store")
     kube.apply(objs)
     kube("rollout", "status", "-n", infra, f"deployment/{HEAD}", "--timeout=180s", timeout=200)
     yield HEAD

@@ -12,7 +12,7 @@ import pytest
 
 from rewardpool_worker.contract import version_label
 from tests.conftest import wait_for
-from tests.realnode.conftest import (fault_under_job, job_result_of, pool_ready, run_job, start_job,
+from tests.realnode.conftest import (fault_under_job, job_result_of, node_of, pool_ready, run_job, start_job,
                                     store_namespace)
 
 POOL = "rn"
@@ -57,11 +57,28 @@ def test_operator_runs_from_its_chart_with_in_cluster_config(kube, incluster_ope
     assert "Unauthorized" not in logs and "certificate verify failed" not in logs
 
 
+def test_every_node_daemon_read_its_whole_config_and_each_node_keeps_its_own_pod_logs(kube, node, pool, pool_ns):
+    """A misspelt field is not an error to the kubelet or kube-proxy: they decode leniently and log it, and the
+    setting silently does not apply (podLogsDirectory for podLogsDir put both nodes' logs in the host's
+    /var/log/pods, where each kubelet removed the other's as orphans). So: no strict-decoding failure in any
+    node's logs, and each worker's log is under its own node's folder."""
+    for n in node.nodes:
+        for daemon in ("kubelet", "kube-proxy"):
+            log = (n.workdir / f"{daemon}.log").read_text(errors="replace")
+            assert "strict decoding error" not in log, next(
+                line for line in log.splitlines() if "strict decoding error" in line)
+    for pod in pool:
+        own = node_of(node, pod).workdir / "pod-logs"
+        uid = pod["metadata"]["uid"]
+        assert [d.name for d in own.iterdir() if d.name.endswith(uid)], f"{pod['metadata']['name']}: no logs in {own}"
+        assert kube("logs", "-n", pool_ns, pod["metadata"]["name"], "--tail=5").stdout.strip()
+
+
 def test_worker_pods_are_real_containers_with_the_pod_contract(kube, node, pool, pool_ns):
     pool_obj = kube.json("rewardpool", "-n", pool_ns, POOL)
     for pod in pool:
         name = pod["metadata"]["name"]
-        assert pod["spec"]["nodeName"] == "realnode"  # never a kwok node: selected and tolerated
+        assert pod["spec"]["nodeName"] in ("realnode", "realnode2")  # never a kwok node: selected and tolerated
         cs = pod["status"]["containerStatuses"][0]
         assert cs["containerID"].startswith("containerd://") and cs["image"].endswith(
             node.images.worker.split("/", 1)[1])
@@ -140,7 +157,8 @@ def test_a_crashed_worker_container_restarts_and_nothing_is_lost(kube, node, poo
     restarts = victim["status"]["containerStatuses"][0]["restartCount"]
     cid = victim["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
     _start_job(kube, node, pool_ns, "rollout-crash", samples=8, batch=2, rounds=8, pause=0.5)
-    node.ctr("tasks", "kill", "-s", "KILL", cid)  # the worker process dies (a crash), not a graceful stop
+    # the worker process dies (a crash), not a graceful stop: killed through its own node's containerd
+    node_of(node, victim).ctr("tasks", "kill", "-s", "KILL", cid)
     result = job_result_of(kube, pool_ns, "rollout-crash")
     assert result["scored"] == 64 and result["released"] == 64 and result["left"] == 0, result
     # the kubelet restarted the container in the same pod, and it is Ready again
@@ -245,10 +263,12 @@ def test_the_kubelet_stopped_and_started_under_a_rollout_leaves_the_workers_runn
     before = {p["metadata"]["name"]: p["status"]["containerStatuses"][0]["restartCount"]
               for p in _workers(kube, pool_ns)}
 
-    def kubelet_outage():
-        node.stop_kubelet()
-        time.sleep(20)  # the node agent is gone; containerd and the containers go on
-        node.start_kubelet()
+    def kubelet_outage():  # on every real node: wherever the workers are
+        for n in node.nodes:
+            n.stop_kubelet()
+        time.sleep(20)  # the node agents are gone; containerd and the containers go on
+        for n in node.nodes:
+            n.start_kubelet()
     result, recovered = _fault_under_job(kube, node, pool_ns, "fault-kubelet", kubelet_outage, rounds=20, pause=0.5)
     pods = wait_for(pool_ready(kube, pool_ns, POOL, 2), timeout=240, interval=1, what="2 Ready workers")
     # the same containers: a kubelet restart neither restarts nor replaces them

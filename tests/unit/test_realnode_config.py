@@ -105,7 +105,7 @@ def test_kubelet_uses_the_node_coredns_and_keeps_its_files_in_the_workdir(kubele
     assert kubelet["clusterDNS"] == ["10.250.0.1"] and kubelet["clusterDomain"] == "cluster.local"
     assert kubelet["resolvConf"] == str(W / "resolv.conf")
     assert files()[W / "resolv.conf"] == "nameserver 10.250.0.1\n"
-    assert Path(kubelet["podLogsDirectory"]).is_relative_to(W)
+    assert Path(kubelet["podLogsDir"]).is_relative_to(W)  # the field the kubelet knows (not podLogsDirectory)
 
 
 def test_kubelet_registers_tainted_and_keeps_images(kubelet):
@@ -207,3 +207,56 @@ def test_coredns_serves_the_cluster_domain_on_the_node_address():
 
 def test_every_file_is_in_the_workdir():
     assert all(p.is_relative_to(W) for p in files())
+
+
+# ---- a second real node (realnode_peer) --------------------------------------------------------------------------
+def test_peers_get_their_own_name_address_and_pod_range_on_the_nodes_bridge():
+    import ipaddress
+
+    specs = [cfg.FIRST, *(cfg.peer_spec(i) for i in (1, 2, 3))]
+    assert [s.name for s in specs] == ["realnode", "realnode2", "realnode3", "realnode4"]
+    bridge_net = ipaddress.ip_network(f"{cfg.NODE_IP}/24", strict=False)
+    cluster_cidr = ipaddress.ip_network("10.244.0.0/16")
+    ranges = [ipaddress.ip_network(s.pod_cidr) for s in specs]
+    assert all(ipaddress.ip_address(s.ip) in bridge_net for s in specs)  # one L2: the apiserver reaches kubelets
+    assert len({s.ip for s in specs}) == len(specs) and cfg.SECONDARY_GATEWAY not in {s.ip for s in specs}
+    assert all(r.subnet_of(cluster_cidr) for r in ranges)  # kube-proxy's clusterCIDR holds every node's pods
+    assert not any(a.overlaps(b) for i, a in enumerate(ranges) for b in ranges[i + 1:])
+    with pytest.raises(ValueError):
+        cfg.peer_spec(0)
+
+
+def test_a_peers_files_name_its_own_address_range_and_name():
+    peer = cfg.peer_spec(1)
+    lay = cfg.Layout(W / "peers" / "realnode2", Path("/cache/node/containerd-realnode2"))
+    f = cfg.node_files(lay, pause_image=PAUSE, kubeconfig=KUBECONFIG, cgroup_root="/rewardpool-ns1-realnode2",
+                       multus=True, ports=(1, 2, 3), node=peer)
+    kubelet = yaml.safe_load(f[lay.workdir / "kubelet-config.yaml"])
+    assert kubelet["address"] == "10.250.0.2" and kubelet["cgroupRoot"] == "/rewardpool-ns1-realnode2"
+    assert kubelet["clusterDNS"] == [cfg.NODE_IP]  # the first node's CoreDNS, across the bridge
+    assert kubelet["containerRuntimeEndpoint"] == f"unix://{lay.sock}"
+    assert yaml.safe_load(f[lay.workdir / "kube-proxy.yaml"])["bindAddress"] == "10.250.0.2"
+    multus = json.loads(f[lay.multus_conf])
+    assert multus["delegates"][0]["plugins"][0]["ipam"]["ranges"] == [[{"subnet": "10.244.1.0/24"}]]
+    assert json.loads(f[lay.whereabouts_conf])["kubernetes"]["kubeconfig"] == str(KUBECONFIG)
+    assert tomllib.loads(f[lay.cd / "config.toml"])["root"] == "/cache/node/containerd-realnode2"
+    flags = dict(a.removeprefix("--").split("=", 1) for a in cfg.kubelet_argv(Path("/b"), lay, W / "k", peer)[1:])
+    assert flags["hostname-override"] == "realnode2" and flags["node-ip"] == "10.250.0.2"
+    assert set(flags["node-labels"].split(",")) == {f"{k}={v}" for k, v in cfg.NODE_LABELS.items()}  # a real node too
+    assert "--hostname-override=realnode2" in cfg.kube_proxy_argv(Path("/b"), lay, peer)
+
+
+def test_a_peers_bridge_ports_fit_a_link_name():
+    from rewardpool_devcluster.realnode_host import peer_links
+
+    names = {n for i in (1, 2, 200) for n in peer_links(cfg.peer_spec(i))}
+    assert len(names) == 6 and all(len(n) <= 15 for n in names)  # IFNAMSIZ
+
+
+def test_a_work_folder_too_deep_for_containerds_socket_is_refused_before_anything_starts():
+    from rewardpool_devcluster.realnode_host import RealNodeError, prepare_dirs
+
+    deep = cfg.Layout(Path("/tmp/" + "d" * 60 + "/peers/realnode2"), ROOT)
+    with pytest.raises(RealNodeError, match="too deep.*104"):
+        prepare_dirs(deep, Path("/bins"))
+    assert not Path("/tmp/" + "d" * 60).exists()

@@ -92,3 +92,31 @@ def test_terminate_stops_by_pid_and_kills_what_ignores_sigterm():
         for p in (polite, stubborn):
             p.kill()
             p.wait()
+
+
+def test_a_recorded_peer_is_stopped_before_the_first_node_and_its_namespaces_go(tmp_path, calls, monkeypatch):
+    from rewardpool_devcluster import realnode_config as cfg, realnode_peer
+
+    monkeypatch.setattr(realnode_peer.host, "remove_mount_ns", lambda key: calls.append(("mount ns", key)))
+    monkeypatch.setattr(realnode_peer.host, "remove_peer_links",
+                        lambda first, key, spec: calls.append(("netns", first, key, spec.name)))
+    monkeypatch.setattr(realnode.LocalCluster, "stop_recorded",
+                        staticmethod(lambda workdir: calls.append(("control plane",)) or []))
+    NodeState(PIDS, "ns1", Path("/w/containerd")).record(tmp_path)
+    peer_dir = tmp_path / realnode_peer.PEERS_DIR / "realnode2"
+    peer_dir.mkdir(parents=True)
+    spec = cfg.peer_spec(1)
+    (peer_dir / realnode_peer.PEER_FILE).write_text(
+        f'{{"first_key": "ns1", "name": "{spec.name}", "ip": "{spec.ip}", "pod_cidr": "{spec.pod_cidr}"}}')
+    NodeState({"containerd": 20, "kubelet": 21, "kube-proxy": 22}, "ns1-realnode2",
+              Path("/p/containerd")).record(peer_dir)
+    stopped = realnode.RealNode.stop_recorded(tmp_path)
+    peer_steps = [("terminate", 22), ("terminate", 21), ("kill tasks", "/p/containerd/containerd.sock"),
+                  ("terminate", 20), ("leftovers", "/p/containerd", "ns1-realnode2"), ("cleanup", "ns1-realnode2"),
+                  ("sysctls",), ("release", "ns1-realnode2"), ("mount ns", "ns1-realnode2"),
+                  ("netns", "ns1", "ns1-realnode2", "realnode2")]
+    assert calls == peer_steps + EXPECTED  # the peer's kubelet rewrote the sysctls the first node restores
+    assert stopped[:3] == ["realnode2: kube-proxy", "realnode2: kubelet", "realnode2: containerd"]
+    assert not (peer_dir / realnode_peer.PEER_FILE).exists()
+    calls.clear()
+    assert realnode.RealNode.stop_recorded(tmp_path) == [] and calls == []  # nothing recorded any more
