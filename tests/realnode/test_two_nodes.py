@@ -109,13 +109,12 @@ def test_the_loss_of_the_second_node_under_a_rollout_replaces_its_worker_and_los
     replaced_after = time.monotonic() - t_lost
     assert victim not in {p["metadata"]["name"] for p in pods} and _on(pods) == [NODE_NAME, NODE_NAME]
     # the lost worker's pod: deleted by the operator, and Terminating for as long as its node may come back (no
-    # kubelet confirms it; the operator does not force it, as Kubernetes' own controllers do not); the node
-    # deleted, as an administrator does for a machine gone for good, the pod garbage collector removes it
+    # kubelet confirms it; the operator does not force it, as Kubernetes' own controllers do not). The node is
+    # deleted, as an administrator does for a machine gone for good (the pod garbage collector then removes the
+    # pod after its 40 s quarantine: Kubernetes' behaviour, not waited for here)
     lost = kube.json("pod", "-n", ns, victim)
     assert lost["metadata"].get("deletionTimestamp"), lost["metadata"]
     kube("delete", "node", other)
-    wait_for(lambda: victim not in {p["metadata"]["name"] for p in kube.pods(ns, f"rewardpool.io/pool={POOL}")},
-             timeout=180, interval=2, what=f"the lost worker {victim} gone with its node")
     assert not subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.count(peer.key)
     print(f"\nFAULT loss of {other}: first batch scored again {recovered:.1f}s after the node died "
           f"(retries {result['retries']}); the lost worker replaced {replaced_after:.0f}s after the job ended")
