@@ -231,8 +231,6 @@ def test_a_node_without_room_for_the_copy_says_out_of_disk_and_so_does_the_pool_
     ref = node.import_model(model, "pickscore-tiny")
     cache = f"full-{tag}"
     folder = Path(ROOT) / cache
-    folder.mkdir(parents=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", f"rewardpool-full-{tag}", str(folder)], check=True)
     try:
         kube.apply([{"apiVersion": "rewardpool.io/v1alpha1", "kind": "RewardModelCache", "metadata": {"name": cache},
                      "spec": {"source": {"image": {"reference": ref, "pullPolicy": "IfNotPresent"}},
@@ -240,6 +238,11 @@ def test_a_node_without_room_for_the_copy_says_out_of_disk_and_so_does_the_pool_
                     real_node_pool("waitsroom", rns, node.images.worker, replicas=1, cpu="250m",
                                    scorer={"name": "pickscore", "batchSize": 2, "modelMemory": "256Mi",
                                            "model": {"cache": {"name": cache}}})])
+        # the full folder only once the cache exists: the agent removes a folder under its root that no cache it
+        # knows of names (a deleted cache's copy), and that removal, from its own mount namespace, also detaches
+        # the host's tmpfs. The copy pod the agent starts on its next pass (seconds later) sees the tmpfs.
+        folder.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", f"rewardpool-full-{tag}", str(folder)], check=True)
         entry = wait_for(lambda: (e := _node_phase(kube, cache, node_name)) and e["phase"] == "Failed" and e,
                          timeout=180, interval=1, what=f"{cache} Failed on {node_name}")
         assert entry["reason"] == "OutOfDisk" and "bytes free" in entry["message"], entry
