@@ -293,9 +293,11 @@ def run(args) -> int:
         root = models_dir()
         models = build_models(root, args.fileset_gb)
         env.apply(volume(root))
-        env.apply(caches(root, models))
+        made = caches(root, models)
+        env.apply(made)
         filled = fill_caches(env, models)
-        from rewardpool_operator.modelcache import ROOT, data_dir
+        from rewardpool_operator.modelcache import ROOT, copy_dir, source_identity
+        identity = {c["metadata"]["name"]: source_identity(c["spec"]) for c in made if c["kind"] == "RewardModelCache"}
 
         step("packaging the CLIP-H/14 weights as an OCI image (buildah, no base) into the node's containerd")
         t = time.monotonic()
@@ -305,7 +307,7 @@ def run(args) -> int:
         w = env.node.images.worker
         env.apply(pools(w, models) + pools(w, models, "image", refs) + pools(w, models, "cache"))
         rows, disk = [], {}
-        copies = {m: Path(ROOT) / data_dir(cache_name(m)) for m in models}
+        copies = {m: Path(ROOT) / copy_dir(cache_name(m), identity[cache_name(m)]) for m in models}
         # (b)'s limit: the same files on the same disk (the image's snapshot is unpacked beside them)
         for label, pool, model in (
                 ("(a) PVC: CLIP-H/14 (PickScore)", "cold-pickscore", models["pickscore"]),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rewardpool_operator import cachecopy
 from rewardpool_operator.modelcache import CACHE_LABEL, CLAIM_PREFIX, GROUP, PLURAL, ROOT, VERSION, data_dir, \
-    source_identity
+    ready_file, source_identity
 
 from .stack import OPERATOR_NS
 
@@ -45,7 +45,7 @@ class KwokCaches:
                     name = pod.metadata.labels[CACHE_LABEL]
                     spec = (caches.get(name) or {}).get("spec") or {}
                     pvc = (spec.get("source") or {}).get("pvc")
-                    if not pvc or (self.roots[node] / name / "ready.json").exists():
+                    if not pvc or (self.roots[node] / ready_file(name, source_identity(spec))).exists():
                         continue
                     src = self.sources[pvc["claimName"]] / (pvc.get("subPath") or "")
                     made = await asyncio.to_thread(cachecopy.copy, src, self.roots[node], name,

@@ -149,10 +149,10 @@ def model_mount_path(component) -> str:
     return f"{MODELS_ROOT}/{component.component}"
 
 
-def model_mounts(pool: Pool) -> tuple[list[dict], list[dict]]:
+def model_mounts(pool: Pool, copies: dict[str, str] | None = None) -> tuple[list[dict], list[dict]]:
     """(volumes, volumeMounts) of the scorers whose weights come from a source: one volume per claim or image
     (components sharing one mount it once each, at their own subPath), each mounted read-only at
-    MODELS_ROOT/<component>."""
+    MODELS_ROOT/<component>; a cache's at its copy of the identity `copies` names ({cache: identity})."""
     volumes: dict[str, dict] = {}  # the volume's source, as JSON -> the volume
     mounts = []
     for c in pool.spec.components:
@@ -161,8 +161,11 @@ def model_mounts(pool: Pool) -> tuple[list[dict], list[dict]]:
             continue
         key = json.dumps(source.volume(""), sort_keys=True)
         volume = volumes.setdefault(key, source.volume(f"{MODEL_VOLUME_PREFIX}{len(volumes)}"))
+        sub = source.sub_path
+        if source.cache is not None and (copies or {}).get(source.cache.name):
+            sub = "/".join(x for x in (copies[source.cache.name], sub) if x)
         mounts.append({"name": volume["name"], "mountPath": model_mount_path(c), "readOnly": True,
-                       **({"subPath": source.sub_path} if source.sub_path else {})})
+                       **({"subPath": sub} if sub else {})})
     return list(volumes.values()), mounts
 
 
@@ -194,10 +197,10 @@ def scorer_config(component, shared, index: int = 0) -> ScorerConfig:
                         batch_size=shared.batchSize, device=shared.device, gpus=shared.gpus, dtype=shared.dtype)
 
 
-def scorer_digest(pool: Pool) -> str:
+def scorer_digest(pool: Pool, copies: dict[str, str] | None = None) -> str:
     """The part of a pool's identity that decides its scores (the pod label and the worker's version prefix):
     the image, each scorer as the worker builds it (name or class, args, numFrames, model and processor paths,
-    weight) and the dtype. Not batchSize, framesPerForward, device or GPUs: they change speed and float
+    weight, the source of its weights and, for a cache, which copy: `copies`) and the dtype. Not batchSize, framesPerForward, device or GPUs: they change speed and float
     rounding, not what is scored."""
     sc = pool.spec.scorer
     parts = [(scorer_config(c, sc), model_source(c, sc)[0]) for c in pool.spec.components]
@@ -208,12 +211,20 @@ def scorer_digest(pool: Pool) -> str:
                          # come from (another image is another model): only when set, so pools that set none of
                          # them keep their version
                          **({"key": p.key} if p.key else {}), **({} if p.required else {"required": False}),
-                         **({"source": source.identity} if source is not None else {})}
+                         **({"source": _source_identity(source, copies)} if source is not None else {})}
                         for p, source in parts]}
     return hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).hexdigest()[:10]
 
 
-def worker_config(pool: Pool, sizing: SizingResult) -> WorkerConfig:
+def _source_identity(source, copies: dict[str, str] | None) -> dict:
+    """A model source's identity, with the copy of its cache when one is known (a cache whose source changes is
+    another model)."""
+    if source.cache is not None and (copies or {}).get(source.cache.name):
+        return {**source.identity, "copy": copies[source.cache.name]}
+    return source.identity
+
+
+def worker_config(pool: Pool, sizing: SizingResult, copies: dict[str, str] | None = None) -> WorkerConfig:
     s, sc = pool.spec.store, pool.spec.scorer
     ref = attachment_ref(pool)
     return WorkerConfig(
@@ -232,7 +243,7 @@ def worker_config(pool: Pool, sizing: SizingResult) -> WorkerConfig:
         network_attachment=f"{ref[0]}/{ref[1]}" if ref else None,
         drain_timeout_seconds=pool.spec.drainTimeoutSeconds,
         tenants=[TenantConfig(name=t.name, weight=t.weight) for t in pool.spec.access.tenants],
-        scorer_version=scorer_digest(pool),
+        scorer_version=scorer_digest(pool, copies),
     )
 
 
@@ -257,10 +268,10 @@ def _resources(pool: Pool, sizing: SizingResult) -> dict:
     return {**user, "requests": requests, "limits": limits}
 
 
-def _env(pool: Pool, sizing: SizingResult) -> list[dict]:
+def _env(pool: Pool, sizing: SizingResult, copies: dict[str, str] | None) -> list[dict]:
     field = lambda path: {"valueFrom": {"fieldRef": {"fieldPath": path}}}  # noqa: E731
     config, name, namespace, ip, node = CONTRACT_ENV
-    return [{"name": config, "value": worker_config(pool, sizing).to_json()},
+    return [{"name": config, "value": worker_config(pool, sizing, copies).to_json()},
             {"name": name, **field("metadata.name")},
             {"name": namespace, **field("metadata.namespace")},
             {"name": ip, **field("status.podIP")},
@@ -288,8 +299,10 @@ def _merge(base, override):
     return copy.deepcopy(override)
 
 
-def pod_template(pool: Pool, sizing: SizingResult) -> dict:
-    """The worker pod without its name, with the template-hash label that tells stale pods apart."""
+def pod_template(pool: Pool, sizing: SizingResult, copies: dict[str, str] | None = None) -> dict:
+    """The worker pod without its name, with the template-hash label that tells stale pods apart. `copies`: the
+    identity of each model cache's current copy ({cache: identity}, from the caches' specs): the pods mount and are
+    placed by it, so a cache whose source changes rolls the pool."""
     spec = pool.spec
     annotations: dict[str, str] = {}
     ref = attachment_ref(pool)
@@ -298,7 +311,7 @@ def pod_template(pool: Pool, sizing: SizingResult) -> dict:
             [{"name": ref[1], "namespace": ref[0], "interface": ROCE_INTERFACE}])
     container = {
         "name": WORKER_CONTAINER, "image": spec.image,
-        "env": _env(pool, sizing),
+        "env": _env(pool, sizing, copies),
         "ports": [{"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"}],
         "resources": _resources(pool, sizing),
         "startupProbe": {"httpGet": {"path": HEALTH_PATH, "port": "http"}, "periodSeconds": 5,
@@ -350,15 +363,15 @@ def pod_template(pool: Pool, sizing: SizingResult) -> dict:
         pod["spec"]["volumes"].append({"name": "tenants", "projected": {"defaultMode": 0o440, "sources": [
             {"secret": {"name": t.tokenSecret.name, "items": [{"key": t.tokenSecret.key, "path": t.name}]}}
             for t in spec.access.tenants]}})
-    volumes, mounts = model_mounts(pool)  # the scorers' model sources, read-only
+    volumes, mounts = model_mounts(pool, copies)  # the scorers' model sources, read-only
     pod["spec"]["volumes"] += volumes
     container["volumeMounts"] += mounts
     pod["spec"] = _merge(pod["spec"], spec.podTemplate.spec)
     if caches := model_caches(pool):  # to the nodes that hold the caches' copies, whatever the template asks too
-        pod["spec"]["affinity"] = pool_affinity(caches, pod["spec"].get("affinity"))
+        pod["spec"]["affinity"] = pool_affinity(caches, pod["spec"].get("affinity"), copies)
     _keep_ipc_lock(pod["spec"])
-    pod["metadata"]["labels"][HASH_LABEL] = worker_identity(pool, sizing)
-    pod["metadata"]["labels"][SCORER_VERSION_LABEL] = scorer_digest(pool)
+    pod["metadata"]["labels"][HASH_LABEL] = worker_identity(pool, sizing, copies)
+    pod["metadata"]["labels"][SCORER_VERSION_LABEL] = scorer_digest(pool, copies)
     return pod
 
 
@@ -392,11 +405,13 @@ IDENTITY_FIELDS = {"image", "scorer", "scorers", "store", "network", "resources"
                    "podSecurity"}
 
 
-def worker_identity(pool: Pool, sizing: SizingResult) -> str:
+def worker_identity(pool: Pool, sizing: SizingResult, copies: dict[str, str] | None = None) -> str:
     seen = {"spec": pool.spec.model_dump(mode="json", by_alias=True, include=IDENTITY_FIELDS),
             "sizing": {"segment": sizing.per_worker_bytes, "memory": sizing.memory_bytes,
                        "localBuffer": sizing.local_buffer_bytes, "readBuffer": sizing.read_buffer_bytes,
                        "shm": sizing.shm_bytes}}
+    if used := {n: copies[n] for n in model_caches(pool) if (copies or {}).get(n)}:  # only then: others keep theirs
+        seen["copies"] = used
     return hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).hexdigest()[:10]
 
 

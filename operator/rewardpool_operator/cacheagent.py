@@ -1,8 +1,9 @@
 """`rewardpool agent`: the node agent of the model cache (a DaemonSet of the chart, in the operator's namespace).
-Each pass: observe (the node, the caches, this node's copy pods, the node's cache directory) -> plan per cache
-(modelcache.plan_node) -> apply (copy pods, the node's Ready labels, removal of copies no cache wants) -> status
-(this node's entry of each cache's status.nodes, by server-side apply under a field manager of its own, so agents
-on many nodes never overwrite each other's entries)."""
+Each pass: observe (the node, the caches, this node's copy pods, the copies the node's pods mount, the node's cache
+directory) -> plan per cache (modelcache.plan_node: the current copy; modelcache.plan_copies: which copies to
+offer and remove) -> apply (copy pods, the node's labels, removal of copies no cache wants and no pod mounts) ->
+status (this node's entry of each cache's status.nodes, by server-side apply under a field manager of its own, so
+agents on many nodes never overwrite each other's entries). It only ever removes folders it made (AGENT_MARKER)."""
 from __future__ import annotations
 
 import asyncio
@@ -16,10 +17,11 @@ from pathlib import Path
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from .modelcache import (API_VERSION, CACHE_LABEL, COPY_REASONS, KIND, NODE_LABEL_PREFIX, PLURAL, CopyPod, DiskState,
-                         copy_pod, data_dir, node_label, node_selector, partial_dir, plan_node, progress_file,
-                         ready_file, selects, source_identity)
-from .cachecopy import intact
+from .modelcache import (AGENT_MARKER, API_VERSION, CACHE_LABEL, COPY_REASONS, KIND, NODE_LABEL_PREFIX, PLURAL,
+                         READY, Copies, CopyPod, DiskState, copies_in_use, copy_dir, copy_label, copy_pod, data_dir,
+                         node_label, node_selector, parse_copy_label, partial_dir, plan_copies, plan_node,
+                         progress_file, ready_file, selects, source_identity)
+from .cachecopy import intact, read_ready
 from rewardpool_worker.contract import GROUP, VERSION
 
 log = logging.getLogger("rewardpool.agent")
@@ -27,12 +29,10 @@ APPLY = "application/apply-patch+yaml"
 MERGE = "application/merge-patch+json"
 
 
-def read_disk(root: Path, cache: str) -> DiskState:
-    ready = progress = None
-    try:
-        ready = json.loads((root / ready_file(cache)).read_text())
-    except (OSError, ValueError):
-        pass
+def read_disk(root: Path, cache: str, identity: str) -> DiskState:
+    """The copy of `identity` and a copy in progress."""
+    ready = read_ready(root, cache, identity)
+    progress = None
     try:
         progress = json.loads((root / progress_file(cache)).read_text())
     except (OSError, ValueError):
@@ -46,6 +46,17 @@ def read_disk(root: Path, cache: str) -> DiskState:
                 pass
     return DiskState(ready=ready, ready_intact=ready is not None and intact(root, cache, ready),
                      partial_bytes=partial, total_bytes=(progress or {}).get("totalBytes"))
+
+
+def read_copies(root: Path, cache: str, offered: set[str]) -> Copies:
+    """Every copy of a cache on the node, which of them are verified and intact, and which the node offered."""
+    try:
+        on_disk = {e.name for e in (root / data_dir(cache)).iterdir() if e.is_dir()}
+    except OSError:
+        on_disk = set()
+    verified = {i for i in on_disk
+                if (r := read_ready(root, cache, i)) is not None and r.get("identity") == i and intact(root, cache, r)}
+    return Copies(frozenset(on_disk), frozenset(verified), frozenset(offered))
 
 
 def pod_state(pod: dict, now: datetime) -> CopyPod:
@@ -83,12 +94,11 @@ class Agent:
         node = await self.core.read_node(self.node)
         labels = dict(node.metadata.labels or {})
         caches = (await self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL))["items"]
-        pods = (await self.core.list_namespaced_pod(
-            self.namespace, label_selector=CACHE_LABEL, field_selector=f"spec.nodeName={self.node}",
-            _preload_content=False))
-        pods = {p["metadata"]["labels"][CACHE_LABEL]: p for p in json.loads(await pods.read())["items"]}
+        pods = await self._list_pods(self.namespace, label_selector=CACHE_LABEL)
+        pods = {p["metadata"]["labels"][CACHE_LABEL]: p for p in pods}
+        in_use = copies_in_use(await self._list_pods(None))  # every namespace's pods on this node
         now = datetime.now(timezone.utc)
-        wanted = set()
+        wanted: dict[str, str] = {}  # cache -> the identity of the copy it names now
         want_labels: dict[str, str | None] = {}
         for cache in caches:
             name = cache["metadata"]["name"]
@@ -97,11 +107,11 @@ class Agent:
             # still reads it
             if not selects(node_selector(spec, self.default_selector), labels):
                 continue
-            wanted.add(name)
+            identity = wanted[name] = source_identity(spec)
             (self.root / data_dir(name)).mkdir(parents=True, exist_ok=True)  # a local PV mounts it even when empty
-            identity = source_identity(spec)
+            (self.root / name / AGENT_MARKER).touch()
             pod = pods.get(name)
-            plan = plan_node(self.node, identity, spec.get("digest"), read_disk(self.root, name),
+            plan = plan_node(self.node, identity, spec.get("digest"), read_disk(self.root, name, identity),
                              pod_state(pod, now) if pod else None, await self._source_missing(spec))
             if plan.delete_pod and pod is not None:
                 await self._delete_pod(pod["metadata"]["name"])
@@ -111,16 +121,29 @@ class Agent:
                 log.info("copy of cache %s started on node %s", name, self.node)
             want_labels[node_label(name)] = plan.entry["phase"]
             await self._say(name, plan.entry)
-        # What no cache wants on this node any more: its copy, its label, its pod, its status entry.
+        # The copies of every cache this agent keeps or kept: offered while wanted or mounted, then removed.
+        offered: dict[str, set[str]] = {}
+        for key in labels:
+            if (parsed := parse_copy_label(key)) is not None:
+                offered.setdefault(parsed[0], set()).add(parsed[1])
+        for name in sorted(set(wanted) | self._folders()):
+            plan_c = plan_copies(wanted.get(name), read_copies(self.root, name, offered.get(name, set())),
+                                 in_use.get(name, set()))
+            for identity in plan_c.remove:
+                shutil.rmtree(self.root / copy_dir(name, identity), ignore_errors=True)
+                (self.root / ready_file(name, identity)).unlink(missing_ok=True)
+                log.info("copy %s of cache %s removed from node %s (no pod mounts it)", identity, name, self.node)
+            want_labels.update({copy_label(name, i): READY for i in plan_c.offer})
+            if name not in wanted and not in_use.get(name) and not read_copies(self.root, name, set()).on_disk:
+                shutil.rmtree(self.root / name, ignore_errors=True)
+                log.info("cache %s removed from node %s", name, self.node)
+        # What no cache wants on this node any more: its copy pod, its labels, its status entry.
         for name, pod in pods.items():
             if name not in wanted:
                 await self._delete_pod(pod["metadata"]["name"])
-        for entry in self.root.iterdir() if self.root.is_dir() else []:
-            if entry.is_dir() and entry.name not in wanted:
-                shutil.rmtree(entry, ignore_errors=True)
-                log.info("copy of cache %s removed from node %s", entry.name, self.node)
         for key in labels:
-            if key.startswith(NODE_LABEL_PREFIX) and key[len(NODE_LABEL_PREFIX):] not in wanted:
+            if (key.startswith(NODE_LABEL_PREFIX) and key[len(NODE_LABEL_PREFIX):] not in wanted) \
+                    or (parse_copy_label(key) is not None and key not in want_labels):
                 want_labels[key] = None
         for cache in caches:  # entries of this node in caches it no longer keeps (also from before a restart)
             name = cache["metadata"]["name"]
@@ -132,6 +155,21 @@ class Agent:
         if change:
             await self.core.patch_node(self.node, {"metadata": {"labels": change}},
                                        _content_type=MERGE)
+
+    def _folders(self) -> set[str]:
+        """The cache folders this agent made (a folder it did not make, an administrator's, is never touched)."""
+        if not self.root.is_dir():
+            return set()
+        return {e.name for e in self.root.iterdir() if e.is_dir() and (e / AGENT_MARKER).exists()}
+
+    async def _list_pods(self, namespace: str | None, **kw) -> list[dict]:
+        """This node's pods, of one namespace or (None) of all."""
+        selector = f"spec.nodeName={self.node}"
+        if namespace is None:
+            r = await self.core.list_pod_for_all_namespaces(field_selector=selector, _preload_content=False, **kw)
+        else:
+            r = await self.core.list_namespaced_pod(namespace, field_selector=selector, _preload_content=False, **kw)
+        return json.loads(await r.read())["items"]
 
     async def _source_missing(self, spec: dict) -> str | None:
         claim = ((spec.get("source") or {}).get("pvc") or {}).get("claimName")

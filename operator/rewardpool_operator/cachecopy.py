@@ -1,7 +1,8 @@
 """`rewardpool cache-copy`: the copy pod's work. Copies a cache's source into ROOT/<cache>/partial with a sha256 of
 each file taken as it is read, checks the node has room first, reads the copy back and compares (size and digest),
-then moves it into ROOT/<cache>/data entry by entry (a rename on one filesystem: a worker that has the data
-directory mounted sees each entry whole) and writes ready.json last. Its failure is its termination message."""
+then renames the whole folder to ROOT/<cache>/data/<identity> (one rename on one filesystem: a worker mounting
+that copy sees all of it or none; copies of other identities, which running workers may mount, are not touched)
+and writes its manifest ready/<identity>.json last. Its failure is its termination message."""
 from __future__ import annotations
 
 import hashlib
@@ -12,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from .modelcache import COPY_REASONS, data_dir, partial_dir, progress_file, ready_file
+from .modelcache import COPY_REASONS, copy_dir, partial_dir, progress_file, ready_file
 
 CHUNK = 8 << 20
 HEADROOM = 64 << 20  # left free on the node's disk beyond the copy
@@ -83,12 +84,12 @@ def copy(source: Path, root: Path, cache: str, identity: str, digest: str | None
     listing = source_files(source)
     total = sum(s for _, s in listing)
     base = root / cache
-    partial, data = root / partial_dir(cache), root / data_dir(cache)
+    partial, target = root / partial_dir(cache), root / copy_dir(cache, identity)
     if partial.exists():
         shutil.rmtree(partial)
     partial.mkdir(parents=True)
-    data.mkdir(parents=True, exist_ok=True)
-    # Room for the copy, counting what replacing the current copy frees only after the copy is made.
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Room for the copy beside the copies already there (a copy of another identity goes only once no pod mounts it).
     free = free_bytes(base)
     if free < total + HEADROOM:
         shutil.rmtree(partial, ignore_errors=True)
@@ -114,31 +115,33 @@ def copy(source: Path, root: Path, cache: str, identity: str, digest: str | None
     if digest is not None and got != digest:
         shutil.rmtree(partial, ignore_errors=True)
         raise CopyError("DigestMismatch", f"the source's digest is {got}, the cache expects {digest}")
-    # Publish: the old ready.json goes first (a reader never sees a manifest of files being replaced).
-    (root / ready_file(cache)).unlink(missing_ok=True)
-    for entry in sorted(partial.iterdir()):
-        target = data / entry.name
-        if target.is_dir() and not target.is_symlink():
-            shutil.rmtree(target)
-        elif target.exists():
-            target.unlink()
-        os.replace(entry, target)
-    keep = {Path(rel).parts[0] for rel, _, _ in copied}
-    for entry in data.iterdir():  # what an older copy had and this source does not
-        if entry.name not in keep:
-            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-    shutil.rmtree(partial, ignore_errors=True)
+    # Publish: a manifest of this identity goes first (a copy left broken, or the empty folder a kubelet made for a
+    # pod's subPath before the copy existed, is replaced whole), then one rename, then the manifest.
+    manifest = root / ready_file(cache, identity)
+    manifest.unlink(missing_ok=True)
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(partial, target)
     ready = {"identity": identity, "digest": got, "bytes": total, "files": len(copied),
              "seconds": round(time.monotonic() - t0, 3), "manifest": [[r, s] for r, s, _ in copied]}
-    _write_json(root / ready_file(cache), ready)
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    _write_json(manifest, ready)
     (root / progress_file(cache)).unlink(missing_ok=True)
     return ready
+
+
+def read_ready(root: Path, cache: str, identity: str) -> dict | None:
+    """The manifest of the verified copy of `identity`, or None."""
+    try:
+        return json.loads((root / ready_file(cache, identity)).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def intact(root: Path, cache: str, ready: dict) -> bool:
     """Every file of a verified copy is still there with its size (a cheap check each pass; the digest was
     checked when it was made)."""
-    data = root / data_dir(cache)
+    data = root / copy_dir(cache, ready.get("identity") or "")
     try:
         return all((data / rel).stat().st_size == size for rel, size in ready.get("manifest") or [])
     except OSError:

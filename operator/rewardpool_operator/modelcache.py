@@ -1,13 +1,20 @@
-"""The node-local model cache (RewardModelCache): names, the node layout, and the pure builders and plan that the
+"""The node-local model cache (RewardModelCache): names, the node layout, and the pure builders and plans that the
 node agent (cacheagent.py), the copy pod (cachecopy.py) and the pool's reconcile (owned.py, builders.py) share.
 
 A cache names a source (a PersistentVolumeClaim in the operator's namespace, or an OCI image) and the nodes that
-should hold it. On each such node the agent keeps a copy under ROOT/<cache>/data: a copy pod (in the operator's
-namespace, the only place a hostPath is allowed) copies the source into ROOT/<cache>/partial, verifies it (size and
-a digest) and moves it into data; the agent reports the node's phase in the cache's status and as the node's label
-NODE_LABEL_PREFIX<cache> (Pending, Downloading, Ready, Failed). A pool whose scorer.model is `cache:` mounts the copy through a local
-PersistentVolume (one per cache and namespace, bound to the claim CLAIM_PREFIX<cache> in the pool's namespace) and
-is placed on nodes where that label is Ready (required, or preferred)."""
+should hold it. The source's identity (`source_identity`: the claim and path or the image, and the expected digest)
+names each copy. On each such node the agent keeps the copy of the current identity under
+ROOT/<cache>/data/<identity>: a copy pod (in the operator's namespace, the only place a hostPath is allowed) copies
+the source into ROOT/<cache>/partial, verifies it (size and a digest) and renames it into place whole; the agent
+reports the node's phase in the cache's status and as the node's label NODE_LABEL_PREFIX<cache> (Pending,
+Downloading, Ready, Failed), and labels each verified copy it offers with copy_label(cache, identity).
+
+A pool whose scorer.model is `cache:` mounts the copies' folder through a local PersistentVolume (one per cache and
+namespace, bound to the claim CLAIM_PREFIX<cache> in the pool's namespace) at the subPath of the identity its pod
+template names, and is placed on nodes labelled with that copy (required, or preferred). The identity is part of
+the pod template, so a cache whose source changes rolls its pools like any other change of weights; a copy that a
+pod on the node still mounts is kept (and offered, so a replacement of an old worker is placed where it is) until
+no pod mounts it (`plan_copies`)."""
 from __future__ import annotations
 
 import copy
@@ -20,7 +27,9 @@ KIND, PLURAL = "RewardModelCache", "rewardmodelcaches"
 API_VERSION = f"{GROUP}/{VERSION}"
 ROOT = "/var/lib/rewardpool/models"  # on the node (the agent's hostPath)
 NODE_LABEL_PREFIX = "cache.rewardpool.io/"  # + cache name = the node's phase (READY: its copy is verified)
+COPY_LABEL_DOMAIN = "copy.rewardpool.io"  # <identity>.COPY_LABEL_DOMAIN/<cache> = READY: the node offers that copy
 READY = "Ready"
+AGENT_MARKER = ".rewardpool-agent"  # in each cache folder the agent made: the only folders it ever removes
 CACHE_LABEL = "rewardpool.io/model-cache"  # on the PVs, claims and copy pods of a cache: its name
 CLAIM_PREFIX = "rewardpool-cache-"
 STORAGE_CLASS = "rewardpool-model-cache"  # no provisioner: the operator makes each volume and its claim
@@ -43,17 +52,38 @@ def volume_name(cache: str, namespace: str) -> str:
     return f"{CLAIM_PREFIX}{cache}-{namespace}"
 
 
+def copy_label(cache: str, identity: str) -> str:
+    return f"{identity}.{COPY_LABEL_DOMAIN}/{cache}"
+
+
+def parse_copy_label(key: str) -> tuple[str, str] | None:
+    """(cache, identity) of a copy label, or None."""
+    prefix, sep, cache = key.partition("/")
+    identity, dot, domain = prefix.partition(".")
+    return (cache, identity) if sep and dot and domain == COPY_LABEL_DOMAIN and identity and cache else None
+
+
 # The layout of one cache on a node (relative to the root)
 def data_dir(cache: str) -> str:
+    """The folder of the cache's copies, one per source identity (the local volume's path)."""
     return f"{cache}/data"
+
+
+def copy_dir(cache: str, identity: str) -> str:
+    return f"{cache}/data/{identity}"
 
 
 def partial_dir(cache: str) -> str:
     return f"{cache}/partial"
 
 
-def ready_file(cache: str) -> str:
-    return f"{cache}/ready.json"
+def ready_dir(cache: str) -> str:
+    return f"{cache}/ready"
+
+
+def ready_file(cache: str, identity: str) -> str:
+    """The manifest of a verified copy, written last."""
+    return f"{cache}/ready/{identity}.json"
 
 
 def progress_file(cache: str) -> str:
@@ -156,6 +186,56 @@ def plan_node(node: str, identity: str, digest: str | None, disk: DiskState, pod
                      "message": pod.message or "the copy pod is starting"})
 
 
+# Which copies the agent keeps, offers and removes on its node: a table of cases (tests/unit/test_modelcache.py).
+@dataclass(frozen=True)
+class Copies:
+    """A cache's copies on a node as one agent pass sees them."""
+    on_disk: frozenset[str] = frozenset()  # identities with a folder under data/
+    verified: frozenset[str] = frozenset()  # of those, the intact verified copies
+    offered: frozenset[str] = frozenset()  # identities the node's copy labels offered when the pass began
+
+
+@dataclass(frozen=True)
+class CopiesPlan:
+    offer: frozenset[str]  # the copy labels the node should carry
+    remove: frozenset[str]  # copies to delete now
+
+
+ANY_COPY = "*"  # in use: a pod mounts the whole copies folder (no identity subPath): nothing is removed
+
+
+def plan_copies(wanted: str | None, copies: Copies, in_use: set[str]) -> CopiesPlan:
+    """`wanted`: the identity the cache names now (None: the node no longer keeps the cache); `in_use`: the
+    identities pods on the node mount. A copy is offered while verified and wanted or mounted (a pool rolling
+    away from it still places replacements of its old workers there). One that is neither is first no longer
+    offered, and removed only in a later pass that finds it still unused and unoffered: a pod the scheduler
+    placed by the label just before it went is bound, and so seen, by then."""
+    keep = ({wanted} if wanted else set()) | set(in_use)
+    offer = frozenset(i for i in copies.verified if i in keep)
+    if ANY_COPY in in_use:
+        return CopiesPlan(offer | (copies.verified & copies.offered), frozenset())
+    remove = frozenset(i for i in copies.on_disk if i not in keep and i not in copies.offered)
+    return CopiesPlan(offer, remove)
+
+
+def copies_in_use(pods: list[dict]) -> dict[str, set[str]]:
+    """{cache: identities} that the node's pods mount (their subPath's first part under a cache's claim; ANY_COPY
+    when a pod mounts a cache's claim without one). A pod that ended has nothing mounted."""
+    out: dict[str, set[str]] = {}
+    for p in pods:
+        if (p.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        spec = p.get("spec") or {}
+        claims = {v["name"]: c[len(CLAIM_PREFIX):] for v in spec.get("volumes") or []
+                  if (c := (v.get("persistentVolumeClaim") or {}).get("claimName", "")).startswith(CLAIM_PREFIX)}
+        for container in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+            for m in container.get("volumeMounts") or []:
+                if m.get("name") in claims:
+                    first = (m.get("subPath") or "").strip("/").split("/")[0]
+                    out.setdefault(claims[m["name"]], set()).add(first or ANY_COPY)
+    return out
+
+
 # Objects the agent and the operator write
 def copy_pod(cache: dict, node: str, namespace: str, image: str, root: str, identity: str) -> dict:
     """The pod that copies a cache's source onto one node: pinned to the node (nodeName, no scheduling), the
@@ -239,18 +319,23 @@ def local_claim(cache_name: str, namespace: str) -> dict:
     }
 
 
-def placement_term(cache_name: str) -> dict:
-    return {"key": node_label(cache_name), "operator": "In", "values": [READY]}
+def placement_term(cache_name: str, identity: str | None = None) -> dict:
+    """Nodes offering the copy of `identity`; with none known (the cache does not exist yet), nodes whose copy is
+    Ready."""
+    key = copy_label(cache_name, identity) if identity else node_label(cache_name)
+    return {"key": key, "operator": "In", "values": [READY]}
 
 
-def pool_affinity(caches: dict[str, str], template: dict | None = None) -> dict:
-    """Node affinity of a pool's pods for its caches {name: Required|Preferred}, joined with the podTemplate's
-    own `template` affinity: each required cache is ANDed into every required term (the template's terms are ORed:
-    whichever a node matches, it must also hold the copies), each preferred cache a weighted preference beside the
-    template's. The template's other affinities (pod, anti) stay as they are."""
+def pool_affinity(caches: dict[str, str], template: dict | None = None, copies: dict[str, str] | None = None) -> dict:
+    """Node affinity of a pool's pods for its caches {name: Required|Preferred} (each for the copy `copies` names,
+    {cache: identity}), joined with the podTemplate's own `template` affinity: each required cache is ANDed into
+    every required term (the template's terms are ORed: whichever a node matches, it must also hold the copies),
+    each preferred cache a weighted preference beside the template's. The template's other affinities (pod, anti)
+    stay as they are."""
     out = copy.deepcopy(template or {})
-    required = [placement_term(n) for n, mode in sorted(caches.items()) if mode == "Required"]
-    preferred = [{"weight": 100, "preference": {"matchExpressions": [placement_term(n)]}}
+    copies = copies or {}
+    required = [placement_term(n, copies.get(n)) for n, mode in sorted(caches.items()) if mode == "Required"]
+    preferred = [{"weight": 100, "preference": {"matchExpressions": [placement_term(n, copies.get(n))]}}
                  for n, mode in sorted(caches.items()) if mode != "Required"]
     if not (required or preferred):
         return out

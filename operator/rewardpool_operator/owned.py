@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rewardpool_worker.contract import control_secret_name
 
@@ -21,7 +21,7 @@ from .builders import (attachment_ref, control_secret, control_token, disruption
                        model_caches, model_source, network_attachment, score_service)
 from .findings import Problem
 from .kube import Kube, NadCrdMissing
-from .modelcache import cache_problem, local_claim, local_volume
+from .modelcache import cache_problem, local_claim, local_volume, source_identity
 from .observed import Network
 from .spec import Pool
 
@@ -36,6 +36,7 @@ class Owned:
     problems: list[Problem]
     generation: int
     at: float
+    copies: dict[str, str] = field(default_factory=dict)  # each model cache's current copy {cache: identity}
 
 
 @dataclass(frozen=True)
@@ -104,10 +105,11 @@ async def ensure_owned(kube: Kube, pool: Pool, generation: int, applied: dict[st
     if await ensure(kube, disruption_budget(pool), applied) == "created":
         events.append(("Normal", R.DISRUPTION_BUDGET_CREATED, f"created PodDisruptionBudget {pool.name}"))
     token, token_problem = await _ensure_control_token(kube, pool, events)
+    cache_problem_, copies = await _model_caches(kube, pool, applied, events)
     problems = [x for x in (token_problem, await _pod_security(kube, pool), await _tenant_tokens(kube, pool),
-                            await _model_claims(kube, pool), await _model_caches(kube, pool, applied, events))
+                            await _model_claims(kube, pool), cache_problem_)
                 if x is not None]
-    return Owned(network, token, problems, generation, time.monotonic())
+    return Owned(network, token, problems, generation, time.monotonic(), copies)
 
 
 async def _ensure_network(kube: Kube, pool: Pool, applied: dict[str, Applied], events: list) -> Network:
@@ -176,15 +178,19 @@ async def _model_claims(kube: Kube, pool: Pool) -> Problem | None:
                    f"namespace {pool.namespace}: the worker pods wait Pending until it exists")
 
 
-async def _model_caches(kube: Kube, pool: Pool, applied: dict[str, Applied], events: list) -> Problem | None:
+async def _model_caches(kube: Kube, pool: Pool, applied: dict[str, Applied],
+                        events: list) -> tuple[Problem | None, dict[str, str]]:
     """For each RewardModelCache a scorer's model comes from: its local volume and the claim bound to it in the
-    pool's namespace, and whether some node holds a Ready copy. Not blocking: the pods are placed on the nodes
-    whose copy is Ready (Required: they wait Pending until one is)."""
-    said = []
+    pool's namespace, whether some node holds a Ready copy, and the identity of its current copy (what the pods
+    mount and are placed by). Not blocking: the pods are placed on the nodes whose copy is Ready (Required: they
+    wait Pending until one is)."""
+    said, copies = [], {}
     for name in sorted(model_caches(pool)):
         cache = await kube.get_cache(name)
         if (why := cache_problem(name, cache)) is not None:
             said.append(why)
+        if cache is not None:  # also while it is being deleted (held while pools use it): the pods stay as they are
+            copies[name] = source_identity(cache.get("spec") or {})
         if cache is None or cache["metadata"].get("deletionTimestamp"):
             continue
         volume = local_volume(name, pool.namespace)
@@ -197,8 +203,8 @@ async def _model_caches(kube: Kube, pool: Pool, applied: dict[str, Applied], eve
                            f"RewardModelCache {name}"))
         await ensure(kube, local_claim(name, pool.namespace), applied)
     if not said:
-        return None
-    return Problem(R.MODEL_UNAVAILABLE, "scorer.model.cache: " + "; ".join(said))
+        return None, copies
+    return Problem(R.MODEL_UNAVAILABLE, "scorer.model.cache: " + "; ".join(said)), copies
 
 
 async def _pod_security(kube: Kube, pool: Pool) -> Problem | None:

@@ -101,7 +101,7 @@ async def reconcile(kube: Kube, workers: WorkerClient, body: dict, nodes: dict[s
         log.debug("pool %s/%s waits to see its writes to %s", pool.namespace, pool.name, ", ".join(waiting))
         return old, None
 
-    template = pod_template(pool, sizing)
+    template = pod_template(pool, sizing, owned.copies)
     problems = validate.findings(pool.spec, sizing, _rdma_nodes(pool, nodes), template) + owned.problems
     observed = await _observe(workers, pool, nodes, pods, memory, full)
     observed.annotations = body["metadata"].get("annotations") or {}

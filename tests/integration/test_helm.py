@@ -76,6 +76,8 @@ AGENT = f"system:serviceaccount:{OPERATOR_NS}:{RELEASE}-rewardpool-operator-agen
     ("patch", "rewardmodelcaches.rewardpool.io --subresource=status", "", True),
     ("delete", "rewardmodelcaches.rewardpool.io", "", False),
     ("create", "pods", OPERATOR_NS, True), ("delete", "pods", OPERATOR_NS, True), ("create", "pods", "default", False),
+    ("list", "pods", "default", True), ("get", "pods", "default", False), ("delete", "pods", "default", False),
+    ("patch", "pods", "default", False),
     ("get", "persistentvolumeclaims", OPERATOR_NS, True), ("get", "persistentvolumeclaims", "default", False),
     ("get", "secrets", OPERATOR_NS, False), ("list", "rewardpools.rewardpool.io", "default", False),
     ("create", "persistentvolumes", "", False),
@@ -83,7 +85,8 @@ AGENT = f"system:serviceaccount:{OPERATOR_NS}:{RELEASE}-rewardpool-operator-agen
 def test_the_cache_agent_may_touch_only_its_nodes_caches_status_and_copy_pods(chart, verb, resource, namespace,
                                                                                allowed):
     """The node agent's identity: its node's labels and its entries of cache status, copy pods and their source
-    claims in the operator's namespace only; no Secrets, no pools, no volumes."""
+    claims in the operator's namespace only, a list of pods anywhere (which copies its node's pods mount) and
+    nothing more of them; no Secrets, no pools, no volumes."""
     ns = ["-n", namespace] if namespace else []
     res = kubectl(chart, "auth", "can-i", verb, *resource.split(), f"--as={AGENT}", *ns, check=False)
     assert res.stdout.strip() == ("yes" if allowed else "no"), (verb, resource, namespace, res.stdout, res.stderr)

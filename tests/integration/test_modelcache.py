@@ -3,7 +3,8 @@ made here with the copy pod's own code; the real node's test runs it in its pod)
 agent identity each own their node's entry of the cache's status (server-side apply: neither overwrites the
 other's), label their node with its phase, start one copy pod per node and clean up; the operator binds a local
 volume and claim for a pool that uses the cache, keeps the cache's summary, and holds its deletion while a pool
-names it."""
+names it. A cache whose source changes under a pool rolls the pool onto the new copy, while the copy its old worker
+mounts stays (and stays offered) until no pod mounts it."""
 from __future__ import annotations
 
 import asyncio
@@ -16,7 +17,8 @@ from kubernetes.client.exceptions import ApiException
 
 from rewardpool_devcluster.stack import OPERATOR_NS, RELEASE, kubectl
 from rewardpool_operator import cachecopy
-from rewardpool_operator.modelcache import CACHE_LABEL, GROUP, PLURAL, VERSION, node_label, source_identity
+from rewardpool_operator.modelcache import (CACHE_LABEL, GROUP, PLURAL, VERSION, copy_dir, copy_label, node_label,
+                                            ready_file, source_identity)
 from tests.conftest import wait_for
 from tests.factories import pool_manifest
 
@@ -88,7 +90,8 @@ def test_agents_report_per_node_and_the_operator_binds_and_guards(api, chart, op
     src.mkdir(parents=True)
     (src / "config.json").write_text("{}")
     (src / "weights.bin").write_bytes(b"\0" * 4096)
-    made = cachecopy.copy(src, roots[NODES[0]], name, source_identity(spec))
+    old_id = source_identity(spec)
+    made = cachecopy.copy(src, roots[NODES[0]], name, old_id)
     for n in NODES:
         agent_step(agent_kubeconfig, n, roots[n])
     got = entries()
@@ -96,6 +99,7 @@ def test_agents_report_per_node_and_the_operator_binds_and_guards(api, chart, op
     assert got[NODES[0]]["bytes"] == 4098
     assert got[NODES[1]]["phase"] != "Ready"
     assert labels(NODES[0])[node_label(name)] == "Ready" and labels(NODES[1])[node_label(name)] != "Ready"
+    assert labels(NODES[0])[copy_label(name, old_id)] == "Ready" and copy_label(name, old_id) not in labels(NODES[1])
 
     # a pool that uses it: the operator binds a local volume and claim in the pool's namespace, its pods are
     # required on nodes whose copy is Ready, the cache's summary names the pool
@@ -112,9 +116,47 @@ def test_agents_report_per_node_and_the_operator_binds_and_guards(api, chart, op
     (pod,) = wait_for(lambda: pools.pods("cached"), timeout=60, what="the pool's worker pod")
     terms = pod.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms
     assert [(e.key, e.operator, e.values) for e in terms[0].match_expressions] == \
-        [(node_label(name), "In", ["Ready"])]
+        [(copy_label(name, old_id), "In", ["Ready"])]
+    assert _copy_mounted(pod) == old_id
     wait_for(lambda: (st := co.get_cluster_custom_object(GROUP, VERSION, PLURAL, name).get("status") or {})
              .get("usedBy") == f"{ns}/cached" and st.get("ready") == "1/2", timeout=30, what="the cache's summary")
+    wait_for(lambda: (p := core.read_namespaced_pod(pod.metadata.name, ns)).spec.node_name == NODES[0]
+             and p.status.phase == "Running", timeout=60, what="the worker running on the node with the copy")
+
+    # the source changes under the pool: the pool rolls to a pod that mounts and requires the new copy (Pending
+    # until a node offers it), while the copy the old worker mounts stays on its node, offered
+    spec = {**spec, "source": {"pvc": {"claimName": claim, "subPath": "pick2"}}}
+    new_id = source_identity(spec)
+    co.patch_cluster_custom_object(GROUP, VERSION, PLURAL, name, {"spec": {"source": spec["source"]}})
+    (new,) = wait_for(lambda: [p for p in pools.pods("cached") if _copy_mounted(p) == new_id], timeout=60,
+                      what="a worker of the new copy")
+    terms = new.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms
+    assert [e.key for e in terms[0].match_expressions] == [copy_label(name, new_id)]
+    for _ in range(2):
+        for n in NODES:
+            agent_step(agent_kubeconfig, n, roots[n])
+    assert core.read_namespaced_pod(pod.metadata.name, ns).metadata.deletion_timestamp is None  # not Ready: held
+    assert labels(NODES[0])[copy_label(name, old_id)] == "Ready" and cachecopy.intact(roots[NODES[0]], name, made)
+    assert entries()[NODES[0]]["phase"] != "Ready"  # the node's entry is of the current source
+    src2 = tmp_path / "src" / "pick2"
+    src2.mkdir(parents=True)
+    (src2 / "config.json").write_text('{"v": 2}')
+    made2 = cachecopy.copy(src2, roots[NODES[0]], name, new_id)
+    agent_step(agent_kubeconfig, NODES[0], roots[NODES[0]])
+    assert labels(NODES[0])[copy_label(name, new_id)] == "Ready" and entries()[NODES[0]]["digest"] == made2["digest"]
+
+    # the new worker starts where the new copy is, the old one goes; its copy is then no longer offered, and goes
+    def old_gone():
+        agent_step(agent_kubeconfig, NODES[0], roots[NODES[0]])
+        return [p.metadata.name for p in pools.pods("cached")] == [new.metadata.name]
+    wait_for(old_gone, timeout=120, what="the old worker replaced by the new copy's")
+    assert core.read_namespaced_pod(new.metadata.name, ns).spec.node_name == NODES[0]
+    agent_step(agent_kubeconfig, NODES[0], roots[NODES[0]])
+    wait_for(lambda: copy_label(name, old_id) not in labels(NODES[0]), timeout=30, what="the old copy unoffered")
+    agent_step(agent_kubeconfig, NODES[0], roots[NODES[0]])
+    assert not (roots[NODES[0]] / copy_dir(name, old_id)).exists()
+    assert not (roots[NODES[0]] / ready_file(name, old_id)).exists()
+    assert cachecopy.intact(roots[NODES[0]], name, made2)
 
     # deleting the cache while the pool names it: held, with the reason in an event
     co.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
@@ -124,7 +166,7 @@ def test_agents_report_per_node_and_the_operator_binds_and_guards(api, chart, op
     assert held["metadata"].get("deletionTimestamp") and held["metadata"].get("finalizers")
     for n in NODES:  # the copy the pool reads stays while the cache is held
         agent_step(agent_kubeconfig, n, roots[n])
-    assert (roots[NODES[0]] / name / "ready.json").exists() and labels(NODES[0])[node_label(name)] == "Ready"
+    assert (roots[NODES[0]] / ready_file(name, new_id)).exists() and labels(NODES[0])[node_label(name)] == "Ready"
 
     # the pool goes: the cache goes, with its volume and claim; the agents remove the copies, labels and pods
     pools.co.delete_namespaced_custom_object(GROUP, VERSION, ns, "rewardpools", "cached")
@@ -138,10 +180,19 @@ def test_agents_report_per_node_and_the_operator_binds_and_guards(api, chart, op
     wait_for(gone, timeout=90, what="the cache deleted once no pool uses it")
     wait_for(lambda: not core.list_persistent_volume(label_selector=f"{CACHE_LABEL}={name}").items, timeout=30,
              what="its local volumes deleted")
-    for n in NODES:
-        agent_step(agent_kubeconfig, n, roots[n])
+    for _ in range(2):  # a copy is first no longer offered, then removed
+        for n in NODES:
+            agent_step(agent_kubeconfig, n, roots[n])
     assert not any((roots[n] / name).exists() for n in NODES)
-    assert not any(node_label(name) in labels(n) for n in NODES)
+    assert not any(node_label(name) in labels(n) or copy_label(name, new_id) in labels(n) for n in NODES)
     wait_for(lambda: not [p for p in core.list_namespaced_pod(OPERATOR_NS, label_selector=f"{CACHE_LABEL}={name}")
                           .items if p.metadata.deletion_timestamp is None], timeout=30, what="copy pods deleted")
     core.delete_namespaced_persistent_volume_claim(claim, OPERATOR_NS)
+
+
+def _copy_mounted(pod) -> str | None:
+    """The copy (identity) a worker pod mounts: the first part of its cache mount's subPath."""
+    claims = {v.name for v in pod.spec.volumes or []
+              if v.persistent_volume_claim and v.persistent_volume_claim.claim_name.startswith("rewardpool-cache-")}
+    subs = [m.sub_path for m in pod.spec.containers[0].volume_mounts or [] if m.name in claims]
+    return subs[0].split("/")[0] if subs and subs[0] else None

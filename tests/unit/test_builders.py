@@ -495,3 +495,40 @@ def test_model_sources_stay_within_restricted_pod_security():
         p = pool(podSecurity="restricted", scorer={"name": "pickscore", "model": source})
         _, pod = render(p)
         assert podsecurity.violations(pod, "restricted", {"worker": frozenset({"IPC_LOCK"})}) == [], source
+
+
+def test_the_caches_current_copy_is_mounted_placed_and_rolls_the_pool():
+    """The copy a cache names now ({cache: identity}, from its spec): the pods mount it (the identity's folder, then
+    the subPath) and are placed where it is offered; another copy (the cache's source changed) is another pod
+    template and another scorer version, so the pool rolls as for any change of weights; a pool that uses no cache
+    keeps its template and version whatever copies are known."""
+    p = pool(scorer={"name": "pickscore", "model": {"cache": {"name": "pick", "subPath": "clip"}}})
+    s = sizing.compute(p.spec)
+    a, b = builders.pod_template(p, s, {"pick": "id1"}), builders.pod_template(p, s, {"pick": "id2"})
+    mount = lambda pod: next(m for m in pod["spec"]["containers"][0]["volumeMounts"]  # noqa: E731
+                             if m["name"] == "rewardpool-model-0")
+    assert mount(a)["subPath"] == "id1/clip" and mount(b)["subPath"] == "id2/clip"
+    req = lambda pod: pod["spec"]["affinity"]["nodeAffinity"][  # noqa: E731
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"]
+    assert req(a) == [{"key": "id1.copy.rewardpool.io/pick", "operator": "In", "values": ["Ready"]}]
+    assert builders.template_hash(a) != builders.template_hash(b)
+    version = lambda pod: pod["metadata"]["labels"]["rewardpool.io/scorer-version"]  # noqa: E731
+    assert version(a) != version(b)
+    cfg = lambda pod: WorkerConfig.from_json(next(  # noqa: E731
+        e["value"] for e in pod["spec"]["containers"][0]["env"] if e["name"] == ENV_VAR))
+    assert cfg(a).scorer_version == version(a) and cfg(b).scorer_version == version(b)
+    # the same copy: the same template; with the copy not known yet (no cache), the phase label places it
+    assert builders.template_hash(builders.pod_template(p, s, {"pick": "id1"})) == builders.template_hash(a)
+    unknown = builders.pod_template(p, s)
+    assert mount(unknown)["subPath"] == "clip"
+    assert req(unknown) == [{"key": "cache.rewardpool.io/pick", "operator": "In", "values": ["Ready"]}]
+    plain = pool()
+    ps = sizing.compute(plain.spec)
+    assert builders.pod_template(plain, ps, {"pick": "id1"}) == builders.pod_template(plain, ps)
+    # a cache named by two components: one copy for both, at their own subPaths
+    mix = pool(scorer={"batchSize": 4}, scorers=[
+        {"name": "pickscore", "model": {"cache": {"name": "w", "subPath": "clip"}}},
+        {"name": "hps", "model": {"cache": {"name": "w"}}}])
+    mpod = builders.pod_template(mix, sizing.compute(mix.spec), {"w": "id9"})
+    assert [m.get("subPath") for m in mpod["spec"]["containers"][0]["volumeMounts"]
+            if m["name"] == "rewardpool-model-0"] == ["id9/clip", "id9"]

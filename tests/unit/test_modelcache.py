@@ -3,6 +3,7 @@ generated sequences of what the node and its copy pod show), the objects it and 
 placement and what a pool waiting on a cache is told."""
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -255,3 +256,108 @@ def test_caches_named_and_summary():
     assert s == {"ready": "1/2", "digest": d, "usedBy": "ns/p1, ns/p2"}
     mixed = mc.cache_summary([{"phase": "Ready", "digest": "x"}, {"phase": "Ready", "digest": "y"}], [])
     assert mixed["digest"] == "mixed" and mixed["usedBy"] is None
+
+
+def copies(on_disk=(), verified=(), offered=()):
+    return mc.Copies(frozenset(on_disk), frozenset(verified), frozenset(offered))
+
+
+# (case, wanted, copies, in use) -> (offered, removed)
+COPY_CASES = [
+    ("the current copy only", "new", copies({"new"}, {"new"}, {"new"}), set(), ({"new"}, set())),
+    ("the current copy, not verified yet: kept, not offered", "new", copies({"new"}), set(), (set(), set())),
+    ("the source changed, the old copy still mounted: offered, kept", "new",
+     copies({"old", "new"}, {"old", "new"}, {"old"}), {"old"}, ({"old", "new"}, set())),
+    ("the old copy no longer mounted: first no longer offered", "new",
+     copies({"old", "new"}, {"old", "new"}, {"old", "new"}), set(), ({"new"}, set())),
+    ("then removed, once unoffered", "new", copies({"old", "new"}, {"old", "new"}, {"new"}), set(),
+     ({"new"}, {"old"})),
+    ("a broken leftover never offered: removed at once", "new", copies({"old", "new"}, {"new"}, {"new"}), set(),
+     ({"new"}, {"old"})),
+    ("an empty folder a kubelet made for a pod: kept while mounted, not offered", "new",
+     copies({"gone", "new"}, {"new"}, {"new"}), {"gone"}, ({"new"}, set())),
+    ("the cache no longer kept here, still mounted", None, copies({"a"}, {"a"}, {"a"}), {"a"}, ({"a"}, set())),
+    ("the cache no longer kept here, unused", None, copies({"a"}, {"a"}, {"a"}), set(), (set(), set())),
+    ("... and next pass", None, copies({"a"}, {"a"}), set(), (set(), {"a"})),
+    ("a pod mounting every copy (no identity subPath): nothing removed", "new",
+     copies({"old", "new"}, {"old", "new"}, {"old"}), {mc.ANY_COPY}, ({"old", "new"}, set())),
+]
+
+
+@pytest.mark.parametrize("case,wanted,have,in_use,want", COPY_CASES, ids=[c[0] for c in COPY_CASES])
+def test_plan_copies_table(case, wanted, have, in_use, want):
+    got = mc.plan_copies(wanted, have, in_use)
+    assert (set(got.offer), set(got.remove)) == want
+
+
+IDS = ["a", "b", "c"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=st.lists(st.tuples(st.sampled_from([None, *IDS]),  # the identity the cache names this pass
+                                st.sets(st.sampled_from(IDS)),   # pods arriving before the pass lists pods
+                                st.sets(st.sampled_from(IDS)),   # pods bound while the pass runs (unseen by it)
+                                st.sets(st.sampled_from(IDS)),   # pods leaving
+                                st.sets(st.sampled_from(IDS))),  # copies that finish (verified) before the pass
+                      min_size=1, max_size=12))
+def test_copies_under_generated_passes(steps):
+    """Agent passes under generated source changes and pods coming and going, where the scheduler places a pod
+    only on a copy the node's labels offer, and may bind it while a pass runs (after its listing, before its
+    label change): a copy a pod mounts is never removed, nor the current one; only verified copies are offered;
+    once nothing changes, two passes leave only the current copy and the mounted ones."""
+    disk, verified, labels, mounted = set(), set(), set(), set()
+    wanted = None
+    for wanted, arrive, late, leave, finish in steps:
+        mounted |= {i for i in arrive if i in labels}
+        mounted -= leave
+        if wanted:
+            disk.add(wanted)
+        verified |= {i for i in finish if i in disk}
+        plan = mc.plan_copies(wanted, copies(disk, verified, labels), mounted)
+        late = {i for i in late if i in labels}  # placed by the labels as they were when the pass began
+        assert not plan.remove & (mounted | late | {wanted})
+        assert plan.offer <= verified
+        disk -= plan.remove
+        verified -= plan.remove
+        mounted |= late
+        labels = set(plan.offer)
+    for _ in range(2):
+        plan = mc.plan_copies(wanted, copies(disk, verified, labels), mounted)
+        disk -= plan.remove
+        labels = set(plan.offer)
+    assert disk <= mounted | ({wanted} if wanted else set())
+
+
+def test_copies_in_use_reads_the_subpaths_of_cache_claims():
+    def pod_(claims_mounts, phase="Running"):
+        return {"status": {"phase": phase}, "spec": {
+            "volumes": [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}}
+                        for i, (c, _) in enumerate(claims_mounts)] + [{"name": "shm", "emptyDir": {}}],
+            "containers": [{"volumeMounts": [{"name": f"v{i}", "mountPath": "/m", **({"subPath": s} if s else {})}
+                                             for i, (_, s) in enumerate(claims_mounts)] + [{"name": "shm"}]}]}}
+    pods = [pod_([("rewardpool-cache-pick", "id1/clip"), ("weights", "x")]),
+            pod_([("rewardpool-cache-pick", "id2")]),
+            pod_([("rewardpool-cache-hps", None)]),  # the whole copies folder
+            pod_([("rewardpool-cache-ocr", "id3")], phase="Failed")]  # ended: nothing mounted
+    assert mc.copies_in_use(pods) == {"pick": {"id1", "id2"}, "hps": {mc.ANY_COPY}}
+
+
+def test_copy_labels_name_the_cache_and_the_copy():
+    key = mc.copy_label("pick", "0123456789abcdef")
+    assert key == "0123456789abcdef.copy.rewardpool.io/pick"
+    assert mc.parse_copy_label(key) == ("pick", "0123456789abcdef")
+    assert mc.parse_copy_label(mc.node_label("pick")) is None
+    assert mc.parse_copy_label("kubernetes.io/hostname") is None
+    # a valid label key (the API server's own check is in tests/integration/test_modelcache.py): a DNS subdomain
+    # prefix, the cache's name
+    prefix, name = key.split("/")
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", prefix) and len(prefix) <= 253
+
+
+def test_pool_affinity_places_by_the_copy_when_known():
+    aff = mc.pool_affinity({"pick": "Required", "hps": "Preferred"}, None, {"pick": "id1", "hps": "id2"})
+    node = aff["nodeAffinity"]
+    assert node["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [{"matchExpressions": [
+        {"key": "id1.copy.rewardpool.io/pick", "operator": "In", "values": ["Ready"]}]}]
+    assert node["preferredDuringSchedulingIgnoredDuringExecution"][0]["preference"]["matchExpressions"] == [
+        {"key": "id2.copy.rewardpool.io/hps", "operator": "In", "values": ["Ready"]}]
