@@ -2,9 +2,10 @@
 RewardModelCache's source (a claim in the operator's namespace) onto the disk of each node the cache selects
 through a copy pod, verifies it and says Ready in the cache's status and on the node's label; a PickScore pool
 whose model is the cache starts where the copy is, never on the node without it, with no mount of its own, and
-scores; a cache whose source is missing says so, and so does the pool waiting on it; a node out of room says so
-while the other node's copy serves; a cache in use is not deleted from under its pool, and once free it goes
-with its copy and volumes. Each node has a disk of its own: realnode2's /var/lib/rewardpool is not the host's
+scores; a cache whose source changes rolls the pool onto the new copy, which scores with the new weights, and the
+old copy goes once no worker mounts it; a cache whose source is missing says so, and so does the pool waiting on
+it; a node out of room says so while the other node's copy serves; a cache in use is not deleted from under its
+pool, and once free it goes with its copy and volumes. Each node has a disk of its own: realnode2's /var/lib/rewardpool is not the host's
 (realnode_peer)."""
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def test_a_pool_from_a_model_cache_starts_where_the_copy_is_and_scores(kube, nod
     from rewardpool_devcluster.incluster import real_node_pool
     from rewardpool_devcluster.realnode_config import NODE_NAME
     from rewardpool_devcluster.stack import OPERATOR_NS
-    from rewardpool_operator.modelcache import ROOT, node_label
+    from rewardpool_operator.modelcache import ROOT, copy_dir, copy_label, node_label, ready_file, source_identity
 
     node_name, other = NODE_NAME, peer.spec.name  # the copy on the first node only: its source is local to it
     tag = uuid.uuid4().hex[:6]
@@ -65,7 +66,8 @@ def test_a_pool_from_a_model_cache_starts_where_the_copy_is_and_scores(kube, nod
     assert entry["bytes"] == source_bytes and entry["digest"].startswith("sha256:"), entry
     assert kube.json("node", node_name)["metadata"]["labels"].get(node_label(cache)) == "Ready"
     # the node's disk is this machine's (the real node shares its filesystem): the copy is the source's files
-    data = Path(ROOT) / cache / "data"
+    old_id = source_identity(kube.json("rewardmodelcache", cache)["spec"])
+    data = Path(ROOT) / copy_dir(cache, old_id)
     assert {p.relative_to(data) for p in data.rglob("*") if p.is_file()} == \
         {p.relative_to(src / "pick") for p in (src / "pick").rglob("*") if p.is_file()}
     # the other node is not selected: no entry, no label, nothing on its disk
@@ -103,6 +105,30 @@ def test_a_pool_from_a_model_cache_starts_where_the_copy_is_and_scores(kube, nod
                      attachment=f"{rns}/macvlan-store")
     assert result["scored"] == 4 and result["left"] == 0, result
     assert kube.json("rewardmodelcache", cache)["status"].get("usedBy") == f"{rns}/cached"
+    assert {_copy_mounted(p) for p in pods} == {old_id}
+
+    # another checkpoint: the cache's source changes under the pool. The pool rolls onto the new copy; the copy
+    # the old workers mounted stays until none does, then goes; the same rollout scores with the new weights, one
+    # scorer version per run
+    random_clip.build(src / "pick2", "tiny", seed=1)
+    kube("patch", "rewardmodelcache", cache, "--type=merge", "-p",
+         json.dumps({"spec": {"source": {"pvc": {"claimName": claim, "subPath": "pick2"}}}}))
+    new_id = source_identity(kube.json("rewardmodelcache", cache)["spec"])
+    assert new_id != old_id
+
+    def rolled():
+        ready = pool_ready(kube, rns, "cached", 2)()
+        return ready if ready and {_copy_mounted(p) for p in ready} == {new_id} else None
+    pods = wait_for(rolled, timeout=300, interval=1, what="the cached pool rolled onto the new copy")
+    wait_for(lambda: not (Path(ROOT) / copy_dir(cache, old_id)).exists(), timeout=60, interval=1,
+             what="the old copy removed once no worker mounts it")
+    labels = kube.json("node", node_name)["metadata"]["labels"]
+    assert labels.get(copy_label(cache, new_id)) == "Ready" and copy_label(cache, old_id) not in labels
+    again = run_job(kube, node, rns, f"job2-{tag}", "cached", samples=4, frames=1, batch=2, timeout=300,
+                    attachment=f"{rns}/macvlan-store")
+    assert again["scored"] == 4 and again["left"] == 0, again
+    assert len(result["versions"]) == len(again["versions"]) == 1 and again["versions"] != result["versions"]
+    assert again["first_scores"] != result["first_scores"]  # the same samples, other weights
 
     # deleting the cache while the pool uses it: it stays (Terminating), its copy too; once no pool names it,
     # it goes, with its volumes and the node's copy and label
@@ -112,7 +138,7 @@ def test_a_pool_from_a_model_cache_starts_where_the_copy_is_and_scores(kube, nod
     time.sleep(8)
     held = kube.json("rewardmodelcache", cache)
     assert held["metadata"].get("finalizers"), held["metadata"]
-    assert (Path(ROOT) / cache / "ready.json").exists()  # the copy the pool reads stays while the cache is held
+    assert (Path(ROOT) / ready_file(cache, new_id)).exists()  # the copy the pool reads stays while the cache is held
     assert kube.json("node", node_name)["metadata"]["labels"].get(node_label(cache)) == "Ready"
     events = json.loads(kube("get", "events", "-A", "--field-selector", f"involvedObject.name={cache}",
                              "-o", "json").stdout)["items"]
@@ -143,7 +169,7 @@ def test_a_restricted_pool_whose_model_is_an_oci_image_scores_with_no_mount_of_i
     from rewardpool_devcluster import random_clip
     from rewardpool_devcluster.incluster import real_node_pool
     from rewardpool_operator.builders import IPC_LOCK
-    from rewardpool_operator.modelcache import ROOT
+    from rewardpool_operator.modelcache import ROOT, copy_dir, source_identity
 
     tag = uuid.uuid4().hex[:6]
     model = tmp_path / "pick"
@@ -163,8 +189,9 @@ def test_a_restricted_pool_whose_model_is_an_oci_image_scores_with_no_mount_of_i
     pool["spec"]["podSecurity"] = "restricted"
     assert "volumes" not in pool["spec"]["podTemplate"]["spec"]
     cache = f"img-{tag}"
+    cache_spec = {"source": {"image": {"reference": ref, "pullPolicy": "IfNotPresent"}}}
     kube.apply([pool, {"apiVersion": "rewardpool.io/v1alpha1", "kind": "RewardModelCache", "metadata": {"name": cache},
-                       "spec": {"source": {"image": {"reference": ref, "pullPolicy": "IfNotPresent"}}}}])
+                       "spec": cache_spec}])
     try:
         (pod,) = wait_for(pool_ready(kube, ns, "fromimage", 1), timeout=300, interval=1,
                           what="the pool from the model image Ready")
@@ -188,12 +215,22 @@ def test_a_restricted_pool_whose_model_is_an_oci_image_scores_with_no_mount_of_i
             entry = wait_for(lambda: (e := _node_phase(kube, cache, n.spec.name)) and e["phase"] == "Ready" and e,
                              timeout=240, interval=1, what=f"{cache} (from the image) Ready on {n.spec.name}")
             assert entry["bytes"] == sum(f.stat().st_size for f in model.rglob("*") if f.is_file()), entry
-            data = Path(ROOT) / cache / "data" if n is node else peer.host_path(f"{ROOT}/{cache}/data")
+            at = f"{ROOT}/{copy_dir(cache, source_identity(cache_spec))}"
+            data = Path(at) if n is node else peer.host_path(at)
             assert {p.relative_to(data) for p in data.rglob("*") if p.is_file()} == \
                 {p.relative_to(model) for p in model.rglob("*") if p.is_file()}
     finally:
         kube("delete", "rewardmodelcache", cache, "--wait=false", check=False)
         kube("delete", "namespace", ns, strict, "--wait=false", check=False)
+
+
+def _copy_mounted(pod: dict) -> str | None:
+    """The copy (identity) a worker pod mounts: the first part of its cache mount's subPath."""
+    claims = {v["name"] for v in pod["spec"]["volumes"]
+              if v.get("persistentVolumeClaim", {}).get("claimName", "").startswith("rewardpool-cache-")}
+    subs = [m.get("subPath") or "" for m in pod["spec"]["containers"][0].get("volumeMounts") or []
+            if m["name"] in claims]
+    return subs[0].split("/")[0] if subs and subs[0] else None
 
 
 def _admission(kube, ns, spec, drop=None):
@@ -222,7 +259,7 @@ def test_a_node_without_room_for_the_copy_says_out_of_disk_and_so_does_the_pool_
     from rewardpool_devcluster import random_clip
     from rewardpool_devcluster.incluster import real_node_pool
     from rewardpool_devcluster.realnode_config import NODE_LABEL, NODE_NAME
-    from rewardpool_operator.modelcache import ROOT, node_label
+    from rewardpool_operator.modelcache import ROOT, node_label, ready_file, source_identity
 
     node_name, other = NODE_NAME, peer.spec.name
     tag = uuid.uuid4().hex[:6]
@@ -238,16 +275,15 @@ def test_a_node_without_room_for_the_copy_says_out_of_disk_and_so_does_the_pool_
                     real_node_pool("waitsroom", rns, node.images.worker, replicas=1, cpu="250m",
                                    scorer={"name": "pickscore", "batchSize": 2, "modelMemory": "256Mi",
                                            "model": {"cache": {"name": cache}}})])
-        # the full folder only once the cache exists: the agent removes a folder under its root that no cache it
-        # knows of names (a deleted cache's copy), and that removal, from its own mount namespace, also detaches
-        # the host's tmpfs. The copy pod the agent starts on its next pass (seconds later) sees the tmpfs.
+        # the full folder once the cache exists (the copy pod the agent starts on its next pass, seconds later,
+        # sees the tmpfs)
         folder.mkdir(parents=True, exist_ok=True)
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", f"rewardpool-full-{tag}", str(folder)], check=True)
         entry = wait_for(lambda: (e := _node_phase(kube, cache, node_name)) and e["phase"] == "Failed" and e,
                          timeout=180, interval=1, what=f"{cache} Failed on {node_name}")
         assert entry["reason"] == "OutOfDisk" and "bytes free" in entry["message"], entry
         assert kube.json("node", node_name)["metadata"]["labels"].get(node_label(cache)) == "Failed"
-        assert not (folder / "ready.json").exists() and not any(folder.glob("data/*"))  # nothing published
+        assert not any(folder.glob("ready/*")) and not any(folder.glob("data/*"))  # nothing published
 
         def model_unavailable():
             st = kube.json("rewardpool", "-n", rns, "waitsroom").get("status", {})
@@ -263,12 +299,13 @@ def test_a_node_without_room_for_the_copy_says_out_of_disk_and_so_does_the_pool_
         other_entry = wait_for(lambda: (e := _node_phase(kube, cache, other)) and e["phase"] == "Ready" and e,
                                timeout=180, interval=1, what=f"{cache} Ready on {other}")
         assert other_entry["bytes"] == sum(f.stat().st_size for f in model.rglob("*") if f.is_file())
-        assert peer.host_path(f"{ROOT}/{cache}/ready.json").exists()
+        identity = source_identity(kube.json("rewardmodelcache", cache)["spec"])
+        assert peer.host_path(f"{ROOT}/{ready_file(cache, identity)}").exists()
         (pod,) = wait_for(pool_ready(kube, rns, "waitsroom", 1), timeout=240, interval=1,
                           what="the waiting worker Ready on the node with room")
         assert pod["spec"]["nodeName"] == other
         assert _node_phase(kube, cache, node_name)["reason"] == "OutOfDisk"  # the full node still says so
-        assert not (folder / "ready.json").exists()
+        assert not any(folder.glob("ready/*"))
     finally:
         kube("delete", "rewardpool", "-n", rns, "waitsroom", "--wait=true", check=False, timeout=120)
         kube("delete", "rewardmodelcache", cache, "--wait=true", check=False, timeout=120)
