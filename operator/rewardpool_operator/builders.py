@@ -200,8 +200,8 @@ def scorer_config(component, shared, index: int = 0) -> ScorerConfig:
 def scorer_digest(pool: Pool, copies: dict[str, str] | None = None) -> str:
     """The part of a pool's identity that decides its scores (the pod label and the worker's version prefix):
     the image, each scorer as the worker builds it (name or class, args, numFrames, model and processor paths,
-    weight, the source of its weights and, for a cache, which copy: `copies`) and the dtype. Not batchSize, framesPerForward, device or GPUs: they change speed and float
-    rounding, not what is scored."""
+    weight, the source of its weights and, for a cache, which copy: `copies`) and the dtype. Not batchSize,
+    framesPerForward, device or GPUs: they change speed and float rounding, not what is scored."""
     sc = pool.spec.scorer
     parts = [(scorer_config(c, sc), model_source(c, sc)[0]) for c in pool.spec.components]
     seen = {"image": pool.spec.image, "dtype": sc.dtype, "mixture": bool(pool.spec.scorers),

@@ -115,8 +115,8 @@ def copy(source: Path, root: Path, cache: str, identity: str, digest: str | None
     if digest is not None and got != digest:
         shutil.rmtree(partial, ignore_errors=True)
         raise CopyError("DigestMismatch", f"the source's digest is {got}, the cache expects {digest}")
-    # Publish: a manifest of this identity goes first (a copy left broken, or the empty folder a kubelet made for a
-    # pod's subPath before the copy existed, is replaced whole), then one rename, then the manifest.
+    # Publish: this identity's old manifest goes first, then what is at the target (a copy left broken, or the empty
+    # folder a kubelet made for a pod's subPath before the copy existed), then one rename, then the new manifest.
     manifest = root / ready_file(cache, identity)
     manifest.unlink(missing_ok=True)
     if target.exists():

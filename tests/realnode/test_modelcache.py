@@ -5,8 +5,8 @@ whose model is the cache starts where the copy is, never on the node without it,
 scores; a cache whose source changes rolls the pool onto the new copy, which scores with the new weights, and the
 old copy goes once no worker mounts it; a cache whose source is missing says so, and so does the pool waiting on
 it; a node out of room says so while the other node's copy serves; a cache in use is not deleted from under its
-pool, and once free it goes with its copy and volumes. Each node has a disk of its own: realnode2's /var/lib/rewardpool is not the host's
-(realnode_peer)."""
+pool, and once free it goes with its copy and volumes. Each node has a disk of its own: realnode2's
+/var/lib/rewardpool is not the host's (realnode_peer)."""
 from __future__ import annotations
 
 import copy

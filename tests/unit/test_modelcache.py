@@ -351,7 +351,8 @@ def test_copy_labels_name_the_cache_and_the_copy():
     # a valid label key (the API server's own check is in tests/integration/test_modelcache.py): a DNS subdomain
     # prefix, the cache's name
     prefix, name = key.split("/")
-    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", prefix) and len(prefix) <= 253
+    dns_subdomain = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+    assert re.fullmatch(dns_subdomain, prefix) and len(prefix) <= 253
 
 
 def test_pool_affinity_places_by_the_copy_when_known():
