@@ -327,3 +327,52 @@ def test_a_cache_model_binds_a_local_volume_and_says_why_it_waits():
     assert not [c for c in status["conditions"] if c["reason"] == "ModelUnavailable"]
     assert ("delete", "PersistentVolume", "rewardpool-cache-pick-ns") in w.kube.writes
     assert "status" not in w.kube.get("PersistentVolume", "", "rewardpool-cache-pick-ns")  # made anew
+
+
+def test_a_cache_whose_source_changes_rolls_the_pool_and_one_being_deleted_does_not():
+    """The copy the pods mount and are placed by comes from the cache's spec as the reconcile reads it: a cache
+    marked for deletion (held while the pool names it) changes nothing about the pods; another source is another
+    template (the roll drains an old worker and creates one of the new copy; the others keep theirs)."""
+    from rewardpool_operator.modelcache import copy_label, source_identity
+
+    def mounted(pod):
+        (m,) = [m for m in pod["spec"]["containers"][0]["volumeMounts"] if m["name"] == "rewardpool-model-0"]
+        return m["subPath"].split("/")[0]
+    w = World(scorer={"name": "pickscore", "model": {"cache": {"name": "pick", "subPath": "clip"}}})
+    spec = {"source": {"pvc": {"claimName": "w", "subPath": "v1"}}}
+    w.kube.put({"apiVersion": "rewardpool.io/v1alpha1", "kind": "RewardModelCache", "metadata": {"name": "pick"},
+                "spec": spec, "status": {"nodes": [{"node": "n0", "phase": "Ready", "reason": "Verified"}]}})
+    w.reconcile()
+    old = source_identity(spec)
+    assert [mounted(p) for p in w.kube.pods()] == [old, old]
+    req = w.kube.pods()[0]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert req["nodeSelectorTerms"][0]["matchExpressions"][0]["key"] == copy_label("pick", old)
+    w.pods_seen()
+    w.reconcile()
+    old_pods = {p["metadata"]["name"] for p in w.kube.pods()}
+
+    cache = w.kube.get("RewardModelCache", "", "pick")  # marked for deletion: the finalizer holds it
+    cache["metadata"]["deletionTimestamp"] = "2026-12-05T00:00:00Z"
+    w.kube.put(cache)
+    mark = len(w.kube.writes)
+    w.reconcile()
+    assert not [(v, n) for v, _, n in w.since(mark) if v in ("annotate", "create", "delete")]
+    del cache["metadata"]["deletionTimestamp"]  # (a test's liberty: back in use)
+
+    cache["spec"] = {"source": {"pvc": {"claimName": "w", "subPath": "v2"}}}
+    w.kube.put(cache)
+    mark = len(w.kube.writes)
+    w.reconcile()
+    (drained,) = [n for v, _, n in w.since(mark) if v == "annotate"]  # the roll's budget: one old worker at a time
+    assert any(r == "WorkerDraining" and drained in m and "spec changed" in m for _, r, m in w.kube.events)
+    pod = w.kube.get("Pod", "ns", drained)
+    w.watch("MODIFIED", pod)
+    w.workers.healths[pod["status"]["podIP"]] = {"phase": "drained", "in_flight": 0}
+    w.reconcile()  # the drained worker goes
+    w.reconcile()  # and one of the new copy takes its place
+    new = source_identity(cache["spec"])
+    created = [p for p in w.kube.pods() if p["metadata"]["name"] not in old_pods]
+    assert created and {mounted(p) for p in created} == {new}
+    assert {mounted(p) for p in w.kube.pods() if p["metadata"]["name"] in old_pods} == {old}
+    version = lambda p: p["metadata"]["labels"]["rewardpool.io/scorer-version"]  # noqa: E731
+    assert {version(p) for p in created} != {version(p) for p in w.kube.pods() if p["metadata"]["name"] in old_pods}
