@@ -32,11 +32,20 @@ def spread_pool(kube, node, peer, ns):
 
 
 def _workers(kube, ns):
+    """The pool's workers not Terminating, Ready or not."""
     return [p for p in kube.pods(ns, f"rewardpool.io/pool={POOL}") if not p["metadata"].get("deletionTimestamp")]
 
 
 def _on(pods):
     return sorted(p["spec"]["nodeName"] for p in pods)
+
+
+def _ready_on(kube, ns, nodes: list[str]):
+    """For wait_for: the pool's 2 workers Ready, on `nodes` (sorted), or None."""
+    def ready():
+        pods = pool_ready(kube, ns, POOL, 2)()
+        return pods if pods and _on(pods) == nodes else None
+    return ready
 
 
 def test_a_pools_workers_spread_over_both_nodes_and_score_outputs_stored_on_the_first(kube, node, peer, ns,
@@ -88,9 +97,8 @@ def test_the_loss_of_the_second_node_under_a_rollout_replaces_its_worker_and_los
     # a worker on the second node again: one of the first node's replaced goes there (spread, and room)
     if other not in _on(_workers(kube, ns)):
         kube("delete", "pod", "-n", ns, _workers(kube, ns)[0]["metadata"]["name"], "--wait=false")
-        wait_for(lambda: (lambda ps: ps if _on(ps) == [NODE_NAME, other] else None)(
-            pool_ready(kube, ns, POOL, 2)() or []), timeout=300, interval=1,
-            what=f"a worker on {other} again after the uncordon")
+        wait_for(_ready_on(kube, ns, sorted([NODE_NAME, other])), timeout=300, interval=1,
+                 what=f"a worker on {other} again after the uncordon")
     (victim,) = [p["metadata"]["name"] for p in _workers(kube, ns) if p["spec"]["nodeName"] == other]
 
     def lose_the_node():
