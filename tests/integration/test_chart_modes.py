@@ -64,10 +64,12 @@ CACHE_CLUSTER = (expand(["rewardpool.io"], ["rewardmodelcaches"], READ + ["patch
                  | expand(["rewardpool.io"], ["rewardmodelcaches/status"], ["patch"])
                  | expand([""], ["persistentvolumes"], ["get", "list", "create", "patch", "delete"]))
 CLUSTER_WIDE = CLUSTER_READS | CACHE_CLUSTER
-# The node agent: its node's labels and cache status cluster-wide; its copy pods and their sources at home.
+# The node agent: its node's labels, cache status and which copies its node's pods mount (a list of pods, no
+# more) cluster-wide; its copy pods and their sources at home.
 AGENT_CLUSTER = (expand(["rewardpool.io"], ["rewardmodelcaches"], READ)
                  | expand(["rewardpool.io"], ["rewardmodelcaches/status"], ["patch"])
-                 | expand([""], ["nodes"], ["get", "patch"]))
+                 | expand([""], ["nodes"], ["get", "patch"])
+                 | expand([""], ["pods"], ["list"]))
 AGENT_HOME = expand([""], ["pods"], ["get", "list", "create", "delete"]) | expand([""], ["persistentvolumeclaims"], ["get"])
 # What it does inside a namespace it manages.
 NAMESPACED = (expand(["rewardpool.io"], ["rewardpools"], READ)
