@@ -77,10 +77,6 @@ def partial_dir(cache: str) -> str:
     return f"{cache}/partial"
 
 
-def ready_dir(cache: str) -> str:
-    return f"{cache}/ready"
-
-
 def ready_file(cache: str, identity: str) -> str:
     """The manifest of a verified copy, written last."""
     return f"{cache}/ready/{identity}.json"
