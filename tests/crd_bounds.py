@@ -106,7 +106,7 @@ def bounds(schema: dict | None = None) -> list[Bound]:
             elif kw == "required":
                 out += [Bound(path, kw, r, True) for r in node[kw]]
             elif kw == CEL:
-                out += [Bound(path, kw, v["rule"], v.get("message", "")) for v in node[kw]]
+                out += [Bound(path, kw, v["rule"], v.get("message") or v.get("messageExpression", "")) for v in node[kw]]
     return out
 
 
@@ -545,6 +545,19 @@ CEL_CASES = {
                                                                                "key": "weighted"}]),
          ["spec.scorers[0].key", "key weighted is the mixture's weighted sum"]),
         (True, "entry-key-ocr", _spec(scorer={"batchSize": 4}, scorers=[{"class": "p.m:C", "key": "ocr"}]), []),
+    ],
+    "self.all(a, !has(a.key) && !has(a.name) || self.exists_one(b, (has(b.key) ? b.key : has(b.name) ? b.name : '') == (has(a.key) ? a.key : a.name)))": [
+        (False, "scorers-name-twice", _spec(scorer={"batchSize": 4}, scorers=[{"name": "mean-intensity"},
+                                                                              {"name": "mean-intensity"}]),
+         ["spec.scorers", "names the reward key mean-intensity twice"]),
+        (False, "scorers-key-twice", _spec(scorer={"batchSize": 4}, scorers=[{"name": "mean-intensity", "key": "ocr"},
+                                                                             {"class": "p.m:C", "key": "ocr"}]),
+         ["spec.scorers", "names the reward key ocr twice"]),
+        (False, "scorers-key-is-a-name", _spec(scorer={"batchSize": 4}, scorers=[
+            {"name": "mean-intensity"}, {"class": "p.m:C", "key": "mean-intensity"}]),
+         ["spec.scorers", "names the reward key mean-intensity twice"]),
+        (True, "scorers-one-renamed", _spec(scorer={"batchSize": 4}, scorers=[
+            {"name": "mean-intensity"}, {"name": "mean-intensity", "key": "brightness"}]), []),
     ],
     "has(self.scorers) ? !has(self.scorer.name) && !has(self.scorer.class) : has(self.scorer.name) != has(self.scorer.class)": [
         (False, "both", _spec(scorer={"name": "mean-intensity", "class": "pkg.mod:Cls"}), ["spec", "exactly one of scorer.name"]),

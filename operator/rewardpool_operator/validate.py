@@ -106,9 +106,10 @@ def check(spec: PoolSpec, pod: dict) -> list[Problem]:
             problems.append(Problem(R.UNKNOWN_SCORER, f"{where} {c.name!r} is not a built-in scorer "
                                     f"({', '.join(BUILTIN_SCORERS)}); use class for a custom one", True))
     keys = [c.component for c in spec.components]
-    if len(set(keys)) != len(keys):
-        problems.append(Problem(R.DUPLICATE_SCORER, f"spec.scorers names a component twice ({', '.join(keys)}): "
-                                "each component's score is reported under its name, so they must differ", True))
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:  # also a CEL rule at admission, worded alike: one component's scores would overwrite the other's
+        problems.append(Problem(R.DUPLICATE_SCORER, f"spec.scorers names the reward key {', '.join(twice)} twice: "
+                                "each component needs its own key (set key on one of them)", True))
     sc = spec.scorer
     # Also CEL rules at admission; repeated here for `rewardpool render`, which no API server checks.
     if sc.device == "cuda" and sc.gpus == 0:

@@ -31,6 +31,12 @@ def with_spec(path: str, value, drop: bool = False) -> dict:
     return obj
 
 
+def mixture(*components) -> dict:
+    obj = with_spec("scorer", {"batchSize": 8})
+    obj["spec"]["scorers"] = list(components)
+    return obj
+
+
 def rdma_without_device() -> dict:
     obj = with_spec("store.protocol", "rdma")
     obj["spec"]["placement"] = {"rdmaResource": {"count": 0}}
@@ -99,6 +105,13 @@ INVALID = [
     (with_spec("scorers", [{"name": "pickscore"}]), ["spec.scorer", "with spec.scorers set neither"]),
     (with_spec("scorers", [{"weight": 1}]), ["spec.scorers[0]", "exactly one of name"]),
     (with_spec("scorers", []), ["spec.scorers", "at least 1 item"]),
+    # a reward key named twice: one component's scores would overwrite the other's
+    (mixture({"name": "mean-intensity"}, {"name": "mean-intensity", "weight": 2}),
+     ["spec.scorers", "names the reward key mean-intensity twice"]),
+    (mixture({"name": "mean-intensity", "key": "ocr"}, {"class": "rm.ocr:Ocr", "key": "ocr"}),
+     ["spec.scorers", "names the reward key ocr twice"]),
+    (mixture({"name": "mean-intensity"}, {"class": "rm.b:Bright", "key": "mean-intensity"}),
+     ["spec.scorers", "names the reward key mean-intensity twice"]),
     (with_spec("placement", {"gpuResource": "nvidia com/gpu"}), ["spec.placement.gpuResource", "should match"]),
 ]
 
@@ -178,3 +191,11 @@ def test_gpu_and_mixture_fields_get_defaults_and_are_explained(chart, api, ns):
     assert "num_gpus" in out and "gpuResource" in out
     out = kubectl(chart, "explain", "rewardpool.spec.scorers").stdout
     assert "weighted" in out and "read once" in out
+
+
+def test_one_scorer_twice_under_two_keys_is_admitted(chart, api, ns):
+    """The key-twice rule judges keys, not scorers: the same built-in twice, one renamed, is a valid mixture."""
+    obj = mixture({"name": "mean-intensity"}, {"name": "mean-intensity", "key": "brightness", "weight": 0.5})
+    spec = client.CustomObjectsApi(api).create_namespaced_custom_object(
+        "rewardpool.io", "v1alpha1", ns, "rewardpools", {**obj, "metadata": {"name": "two-keys"}})["spec"]
+    assert [c.get("key") for c in spec["scorers"]] == [None, "brightness"]

@@ -166,12 +166,36 @@ def test_owned_objects_are_server_side_applied_and_edits_are_taken_back(pools, n
     secret = pools.core.read_namespaced_secret("ssa-control", ns)
     assert "rewardpool-operator" in {f.manager for f in secret.metadata.managed_fields}  # created, never applied
 
-    # A user's edits of fields the operator sets come back at its next look (a poke: a full reconcile).
-    pools.core.patch_namespaced_service("ssa-workers", ns, {"spec": {"publishNotReadyAddresses": False}})
-    policy.patch_namespaced_pod_disruption_budget("ssa", ns, {"spec": {"maxUnavailable": 2}})
+    # A user's edits of fields the operator sets (as `kubectl edit` makes them: an update by another field
+    # manager, which takes those fields' ownership) come back at its next look (a poke: a full reconcile). An
+    # apply that did not force ownership would be refused with a conflict instead, and the edits would stay.
+    edit = "kubectl-edit"
+    pools.core.patch_namespaced_service("ssa-workers", ns, {"spec": {"publishNotReadyAddresses": False}},
+                                        field_manager=edit)
+    policy.patch_namespaced_pod_disruption_budget("ssa", ns, {"spec": {"maxUnavailable": 2}}, field_manager=edit)
+    config = json.loads(nad["spec"]["config"])
+    co.patch_namespaced_custom_object(*NAD[:2], ns, NAD[2], "ssa-roce",
+                                      {"spec": {"config": json.dumps({**config, "mtu": 1500})}}, field_manager=edit)
+    assert ("kubectl-edit", "Update") in managers(svc().metadata.managed_fields)  # the edit took the field
     pools.patch("ssa", {"metadata": {"annotations": {"poke": "1"}}})
-    wait_for(lambda: svc().spec.publish_not_ready_addresses is True and pdb().spec.max_unavailable == 1, 60,
-             what="the operator's values applied back")
+    nad_config = lambda: json.loads(co.get_namespaced_custom_object(*NAD[:2], ns, NAD[2], "ssa-roce")["spec"]["config"])  # noqa: E731
+    wait_for(lambda: svc().spec.publish_not_ready_addresses is True and pdb().spec.max_unavailable == 1
+             and nad_config() == config, 60, what="the operator's values applied back over another manager's edits")
+
+    def owner_of(fields, path):  # the managers whose entry holds the field at `path` (f:spec, f:x, ...)
+        out = set()
+        for f in fields:
+            node = f.fields_v1 if hasattr(f, "fields_v1") else f["fieldsV1"]
+            for key in path:
+                node = (node or {}).get(key)
+            if node is not None:
+                out.add(f.manager if hasattr(f, "manager") else f["manager"])
+        return out
+    assert owner_of(svc().metadata.managed_fields, ("f:spec", "f:publishNotReadyAddresses")) == {"rewardpool-operator"}
+    assert owner_of(pdb().metadata.managed_fields, ("f:spec", "f:maxUnavailable")) == {"rewardpool-operator"}
+    live = co.get_namespaced_custom_object(*NAD[:2], ns, NAD[2], "ssa-roce")
+    assert owner_of(live["metadata"]["managedFields"], ("f:spec", "f:config")) == {"rewardpool-operator"}
+    assert pools.condition("ssa", "Ready")["status"] == "True"
 
 
 def test_workers_that_fit_no_node_get_a_condition_not_pending_pods(pools, ns):

@@ -309,3 +309,33 @@ def test_the_operators_own_pod_is_admitted_at_both_levels_once_ipc_lock_is_excep
         if model is not None:
             assert any("rewardpool-model-0" == v["name"] for v in pod["spec"]["volumes"])
         core.create_namespaced_pod(ns, without_the_exception(pod), dry_run="All")
+
+
+HANDLER_PLACES = ("livenessProbe", "readinessProbe", "startupProbe", "postStart", "preStop")
+
+
+@pytest.mark.parametrize("kind", ["httpGet", "tcpSocket"])
+@pytest.mark.parametrize("where", HANDLER_PLACES)
+def test_a_probe_or_lifecycle_host_is_refused_at_baseline_as_pod_security_does(api, enforcing, where, kind):
+    """Every place a handler can name a host, by both handler kinds, judged by the API server at each level
+    (the corpus draws these only now and then): a host is refused by both judges, the same handler without
+    one admitted by both."""
+    co, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    for host in ("10.1.2.3", None):
+        action = {"path": "/", "port": 9090} if kind == "httpGet" else {"port": 9090}
+        handler = {kind: {**action, **({"host": host} if host else {})}}
+        side = {"name": "side0", "image": "rewardpool-worker:test", "securityContext": {
+            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
+            "seccompProfile": {"type": "RuntimeDefault"}}}
+        side.update({"lifecycle": {where: handler}} if where in ("postStart", "preStop") else {where: handler})
+        template = {"spec": {"containers": [{"name": "worker"}, side]}}
+        for level, ns in enforcing.items():
+            manifest = {"apiVersion": f"{G}/{V}", "kind": "RewardPool", "metadata": {"name": "handler"},
+                        "spec": {**copy.deepcopy(POOL), "podSecurity": level, "podTemplate": template}}
+            ours, why, _ = operator_refuses(co, ns, manifest)
+            theirs, message = pod_security_rejects(core, ns, manifest)
+            assert theirs is not None, message
+            assert theirs == (host is not None), (level, message)  # the oracle sees what the test means
+            assert ours == theirs, (level, host, why, message)
+            if ours:
+                assert f"{kind}.host" in why and "side0" in why, why

@@ -191,6 +191,13 @@ def test_semantic_checks():
     assert reasons(pool(scorer={}, scorers=[{"name": "pickscore"}, {"name": "pikscore"}])) == ["UnknownScorer"]
     assert reasons(pool(scorer={}, scorers=[{"name": "pickscore"}, {"name": "pickscore", "weight": 2}])) == [
         "DuplicateScorer"]
+    for twice, key in (([{"name": "pickscore"}, {"class": "rm.b:Bright", "key": "pickscore"}], "pickscore"),
+                       ([{"name": "pickscore", "key": "ocr"}, {"class": "rm.ocr:Ocr", "key": "ocr"}], "ocr")):
+        p = pool(scorer={}, scorers=twice)
+        (dup,) = [x for x in validate.check(p.spec, builders.pod_template(p, sizing.compute(p.spec)))
+                  if x.reason == "DuplicateScorer"]
+        assert dup.blocking and f"names the reward key {key} twice" in dup.message, dup
+    assert reasons(pool(scorer={}, scorers=[{"name": "pickscore"}, {"name": "pickscore", "key": "ps2"}])) == []
 
 
 def test_placement_fit():

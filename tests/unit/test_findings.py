@@ -23,6 +23,16 @@ def side(**c):
     return {"spec": {"containers": [{"name": "side", "image": "x", **c}]}}
 
 
+def handler_at(where: str, kind: str, host: str | None) -> dict:
+    """A sidecar's fields with one probe or lifecycle handler of `kind`, aimed at `host` (None: no host)."""
+    action = {"path": "/", "port": 80} if kind == "httpGet" else {"port": 80}
+    handler = {kind: {**action, **({"host": host} if host else {})}}
+    if where in ("postStart", "preStop"):
+        return {"lifecycle": {where: handler}}
+    return {where: handler}
+
+
+HANDLER_PLACES = ("livenessProbe", "readinessProbe", "startupProbe", "postStart", "preStop")
 PSS, OWNED = "ForbiddenPodSetting", "OwnedPodField"
 BLOCKING = {
     "unknown scorer": ({"scorer": {"name": "pikscore"}}, "UnknownScorer"),
@@ -49,6 +59,8 @@ BLOCKING = {
     "sidecar SELinux user": (side(securityContext={"seLinuxOptions": {"user": "system_u"}}), PSS),
     "procMount": (worker(procMount="Unmasked"), PSS),
     "sidecar probe host": (side(livenessProbe={"httpGet": {"path": "/", "port": 80, "host": "10.0.0.1"}}), PSS),
+    **{f"sidecar {where} {kind}.host": (side(**handler_at(where, kind, "10.0.0.1")), PSS)
+       for where in HANDLER_PLACES for kind in ("httpGet", "tcpSocket")},
     "unsafe sysctl": ({"spec": {"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "1"}]}}}, PSS),
     "Windows host process": ({"spec": {"securityContext": {"windowsOptions": {"hostProcess": True}}}}, PSS),
     "projected token": ({"spec": {"volumes": [{"name": "t", "projected": {"sources": [
@@ -99,6 +111,18 @@ def test_blocking_finding_blocks(name):
     hits = [p for p in found if p.reason == reason]
     assert hits and all(p.blocking for p in hits), found
     assert blocks_workers(found)
+
+
+@pytest.mark.parametrize("where", HANDLER_PLACES)
+@pytest.mark.parametrize("kind", ["httpGet", "tcpSocket"])
+def test_a_handler_without_a_host_is_allowed_at_both_levels(where, kind):
+    """The other side of the host check: the same handler aimed at the pod itself blocks nothing."""
+    fields = {**handler_at(where, kind, None), "securityContext": {
+        "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"}}}
+    for level in ("baseline", "restricted"):
+        assert not [p for p in findings(podTemplate=side(**fields), podSecurity=level, store={
+            "master": "127.0.0.1:50051", "protocol": "tcp"}) if p.blocking], (where, kind, level)
 
 
 @pytest.mark.parametrize("name", list(RESTRICTED))
