@@ -361,6 +361,7 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
                                                                                                                                                       'or '
                                                                                                                                                       'v2.0',
  'spec.scorers[0].name:pattern': '^[a-z][a-z0-9-]*$',
+ 'spec.scorers[0].name:maxLength': 63,
  'spec.scorers[0].class:pattern': '^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$',
  'spec.scorers[0].args:cel[!has(self.api_key) && !has(self.apiKey) && !has(self.token) && !has(self.password)]': 'a '
                                                                                                                  'key '

@@ -170,16 +170,20 @@ def test_owned_objects_are_server_side_applied_and_edits_are_taken_back(pools, n
     # manager, which takes those fields' ownership) come back at its next look (a poke: a full reconcile). An
     # apply that did not force ownership would be refused with a conflict instead, and the edits would stay.
     edit = "kubectl-edit"
-    pools.core.patch_namespaced_service("ssa-workers", ns, {"spec": {"publishNotReadyAddresses": False}},
-                                        field_manager=edit)
+    # (a non-default value: an omitempty field set to its zero value is dropped and nobody owns it)
+    component = "app.kubernetes.io/component"
+    edited = pools.core.patch_namespaced_service("ssa-workers", ns, {"spec": {"selector": {component: "edited"}}},
+                                                 field_manager=edit)
     policy.patch_namespaced_pod_disruption_budget("ssa", ns, {"spec": {"maxUnavailable": 2}}, field_manager=edit)
     config = json.loads(nad["spec"]["config"])
     co.patch_namespaced_custom_object(*NAD[:2], ns, NAD[2], "ssa-roce",
                                       {"spec": {"config": json.dumps({**config, "mtu": 1500})}}, field_manager=edit)
-    assert ("kubectl-edit", "Update") in managers(svc().metadata.managed_fields)  # the edit took the field
+    # the edit took the field (read from the patch's answer: the operator may already have taken it back)
+    assert ("kubectl-edit", "Update") in managers(edited.metadata.managed_fields)
+    assert edited.spec.selector[component] == "edited"
     pools.patch("ssa", {"metadata": {"annotations": {"poke": "1"}}})
     nad_config = lambda: json.loads(co.get_namespaced_custom_object(*NAD[:2], ns, NAD[2], "ssa-roce")["spec"]["config"])  # noqa: E731
-    wait_for(lambda: svc().spec.publish_not_ready_addresses is True and pdb().spec.max_unavailable == 1
+    wait_for(lambda: svc().spec.selector[component] == "worker" and pdb().spec.max_unavailable == 1
              and nad_config() == config, 60, what="the operator's values applied back over another manager's edits")
 
     def owner_of(fields, path):  # the managers whose entry holds the field at `path` (f:spec, f:x, ...)
@@ -191,7 +195,8 @@ def test_owned_objects_are_server_side_applied_and_edits_are_taken_back(pools, n
             if node is not None:
                 out.add(f.manager if hasattr(f, "manager") else f["manager"])
         return out
-    assert owner_of(svc().metadata.managed_fields, ("f:spec", "f:publishNotReadyAddresses")) == {"rewardpool-operator"}
+    # a Service's selector is an atomic map: owned whole
+    assert owner_of(svc().metadata.managed_fields, ("f:spec", "f:selector")) == {"rewardpool-operator"}
     assert owner_of(pdb().metadata.managed_fields, ("f:spec", "f:maxUnavailable")) == {"rewardpool-operator"}
     live = co.get_namespaced_custom_object(*NAD[:2], ns, NAD[2], "ssa-roce")
     assert owner_of(live["metadata"]["managedFields"], ("f:spec", "f:config")) == {"rewardpool-operator"}
