@@ -7,6 +7,7 @@ import os
 import subprocess
 import time
 import uuid
+import warnings
 from pathlib import Path
 
 import pytest
@@ -126,6 +127,11 @@ def ray_cluster():
 
     repo = str(__import__("pathlib").Path(__file__).resolve().parents[2])
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))
+    if ray.is_initialized():
+        # Ray connects itself on first use (ray.get_actor, .remote()): a test that used it before this fixture
+        # would otherwise make every later Ray test fail with "ray.init twice". Start clean instead.
+        warnings.warn("Ray was initialised before the ray_cluster fixture (a test used Ray without it)")
+        ray.shutdown()
     # address="local": a new instance even when /tmp/ray names another cluster (a `ray start` left behind)
     ray.init(address="local", num_cpus=4, object_store_memory=256 << 20, include_dashboard=False,
              namespace="rewardpool", log_to_driver=False)
