@@ -1,6 +1,6 @@
 """The code's layering, read from the source (every import, module-level and deferred alike): no import cycle,
 no import that runs upward, the operator holding nothing of the worker but its contract, and nothing shipped
-importing dev tooling. The allowed directions are the design (README "Layout"), written here, not derived."""
+importing dev tooling. The allowed directions are the design (docs/layout.md), written here, not derived."""
 from __future__ import annotations
 
 import ast
