@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from kubernetes import client
 
-from rewardpool_operator import builders, sizing
-from rewardpool_operator.conditions import now as rfc3339
-from rewardpool_operator.observed import Network, Observed, Signals
-from rewardpool_operator.plan import plan
-from rewardpool_operator.spec import HASH_LABEL, POOL_LABEL, Pool
+from rewardpool_operator.pool import builders, sizing
+from rewardpool_operator.api.conditions import now as rfc3339
+from rewardpool_operator.pool.observed import Network, Observed, Signals
+from rewardpool_operator.pool.plan import plan
+from rewardpool_operator.api.spec import HASH_LABEL, POOL_LABEL, Pool
 from rewardpool_worker.contract import DRAIN_ANNOTATION
 from tests.conftest import wait_for
 

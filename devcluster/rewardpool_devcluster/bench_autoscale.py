@@ -101,7 +101,7 @@ def write_model(folder: Path, size: int) -> None:
 
 def make_cache(co, core, tmp: Path, kubeconfig: Path, nodes: list[str]):
     """The cache of the -cache configurations, Ready on every node; (its nodes' agents, seconds to fill it)."""
-    from rewardpool_operator.modelcache import GROUP, KIND, PLURAL, VERSION
+    from rewardpool_operator.modelcache.layout import GROUP, KIND, PLURAL, VERSION
 
     from .kwokcache import KwokCaches
     from .stack import OPERATOR_NS

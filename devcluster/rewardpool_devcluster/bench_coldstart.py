@@ -296,7 +296,7 @@ def run(args) -> int:
         made = caches(root, models)
         env.apply(made)
         filled = fill_caches(env, models)
-        from rewardpool_operator.modelcache import ROOT, copy_dir, source_identity
+        from rewardpool_operator.modelcache.layout import ROOT, copy_dir, source_identity
         identity = {c["metadata"]["name"]: source_identity(c["spec"]) for c in made if c["kind"] == "RewardModelCache"}
 
         step("packaging the CLIP-H/14 weights as an OCI image (buildah, no base) into the node's containerd")
@@ -343,7 +343,7 @@ def run(args) -> int:
         if not args.keep:
             remove_model_images(env)
             down()
-            from rewardpool_operator.modelcache import ROOT
+            from rewardpool_operator.modelcache.layout import ROOT
 
             for m in ("pickscore", "fileset"):  # the node's copies (a cluster gone leaves no agent to remove them)
                 shutil.rmtree(Path(ROOT) / cache_name(m), ignore_errors=True)

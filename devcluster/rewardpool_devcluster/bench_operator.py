@@ -73,8 +73,8 @@ def _baseline(name: str, workers: int) -> list[dict]:
     (same specs, selecting the ReplicaSet's pods) and a ReplicaSet of the very pod the operator renders
     (owner reference and identity label aside), so both paths give the control plane the same objects and
     the same pods to handle."""
-    from rewardpool_operator import builders, sizing
-    from rewardpool_operator.spec import Pool
+    from rewardpool_operator.pool import builders, sizing
+    from rewardpool_operator.api.spec import Pool
 
     p = Pool.from_object({**_pool_body(name, workers), "metadata": {"name": name, "namespace": "baseline"}})
     tpl = builders.pod_template(p, sizing.compute(p.spec))

@@ -9,8 +9,8 @@ import logging
 import time
 from pathlib import Path
 
-from rewardpool_operator import cachecopy
-from rewardpool_operator.modelcache import CACHE_LABEL, CLAIM_PREFIX, GROUP, PLURAL, ROOT, VERSION, data_dir, \
+from rewardpool_operator.modelcache import copier as cachecopy
+from rewardpool_operator.modelcache.layout import CACHE_LABEL, CLAIM_PREFIX, GROUP, PLURAL, ROOT, VERSION, data_dir, \
     ready_file, source_identity
 
 from .stack import OPERATOR_NS
@@ -27,7 +27,7 @@ class KwokCaches:
     async def _pass(self) -> None:
         from kubernetes_asyncio import client, config
 
-        from rewardpool_operator.cacheagent import Agent
+        from rewardpool_operator.modelcache.agent import Agent
 
         cfg = client.Configuration()
         await config.load_kube_config(config_file=str(self.kubeconfig), client_configuration=cfg)

@@ -19,13 +19,13 @@ import kopf
 
 from rewardpool_worker.contract import GROUP, PLURAL, POOL_LABEL, VERSION
 
-from .controller import Controller
-from .kube import NAD, Kube
-from .leader import LeaderElector
-from .modelcache import PLURAL as CACHE_PLURAL
-from .podcache import PodCache
-from .reasons import MODEL_CACHE_IN_USE
-from .watches import NodeCache, watch_pool_pods
+from .controller.loop import Controller
+from .cluster.kube import NAD, Kube
+from .cluster.leader import LeaderElector
+from .modelcache.controller import CacheController
+from .modelcache.layout import PLURAL as CACHE_PLURAL
+from .cluster.podcache import PodCache
+from .cluster.watches import NodeCache, watch_pool_pods
 
 log = logging.getLogger("rewardpool.operator")
 LEASE_NAME = "rewardpool-operator"
@@ -49,6 +49,9 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_):
     nodes = NodeCache()
     pods = PodCache(scopes=max(1, len(memo.namespaces)))
     controller = Controller(kube, pods, nodes)
+    caches = CacheController(kube, controller.bodies, lambda ns, name: controller.trigger(ns, name, full=True),
+                             lambda: controller.leading)
+    controller.on_spec_change = caches.pool_changed
     tasks = [nodes.start(kube.core)]
 
     def pod_handler(scope: str | None):
@@ -71,7 +74,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_):
         identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}"
         elector = LeaderElector(kube.api, memo.lease_namespace, LEASE_NAME, identity)
         tasks.append(asyncio.create_task(elector.run(controller.lead, controller.stand_by), name="leader election"))
-    memo.update(controller=controller, tasks=tasks, elector=elector)
+    memo.update(controller=controller, caches=caches, tasks=tasks, elector=elector)
     log.info("rewardpool operator started (%s)", f"leader election in {memo.lease_namespace}"
              if elector else "no leader election: run one replica")
 
@@ -95,28 +98,17 @@ async def pool_changed(event, body, memo: kopf.Memo, **_):
 
 @kopf.on.event(GROUP, VERSION, CACHE_PLURAL)
 async def cache_changed(event, body, memo: kopf.Memo, **_):
-    """A RewardModelCache changed: its pools look again, and (the leader) keeps its summary (ready, digest,
-    usedBy) in its status."""
-    name = body["metadata"]["name"]
-    memo.controller.trigger_cache_users(name)
-    if event.get("type") != "DELETED":
-        await memo.controller.refresh_cache(name, body)
+    await memo.caches.changed(event.get("type"), body["metadata"]["name"], body)
 
 
 @kopf.on.delete(GROUP, VERSION, CACHE_PLURAL)
 async def cache_deleted(name, body, retry: int, memo: kopf.Memo, **_):
-    """A cache a pool uses is not deleted from under it: the deletion waits (a Warning event says for which
-    pools) until no pool names it; then its local volumes and claims go with it (the agents remove the copies)."""
+    """A cache a pool uses is not deleted from under it: the deletion waits until no pool names it."""
     if not memo.controller.leading:
         raise kopf.TemporaryError("only the leader removes a cache", delay=15)
-    users = memo.controller.cache_users(name)
-    if users:
-        message = (f"RewardModelCache {name} is the model of pool(s) {', '.join(users)}; its deletion waits until "
-                   "they no longer name it")
-        if retry % 10 == 0:  # said at once, then every few minutes while it waits
-            await memo.controller.kube.event(body, "Warning", MODEL_CACHE_IN_USE, message)
-        raise kopf.TemporaryError(f"{MODEL_CACHE_IN_USE}: {message}", delay=30)
-    await memo.controller.kube.delete_cache_objects(name)
+    held = await memo.caches.delete(name, body, retry)
+    if held:
+        raise kopf.TemporaryError(held, delay=30)
 
 
 @kopf.on.event(*NAD, labels={POOL_LABEL: kopf.PRESENT})

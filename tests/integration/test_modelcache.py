@@ -16,8 +16,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from rewardpool_devcluster.stack import OPERATOR_NS, RELEASE, kubectl
-from rewardpool_operator import cachecopy
-from rewardpool_operator.modelcache import (CACHE_LABEL, GROUP, PLURAL, VERSION, copy_dir, copy_label, node_label,
+from rewardpool_operator.modelcache import copier as cachecopy
+from rewardpool_operator.modelcache.layout import (CACHE_LABEL, GROUP, PLURAL, VERSION, copy_dir, copy_label, node_label,
                                             ready_file, source_identity)
 from tests.conftest import wait_for
 from tests.factories import pool_manifest
@@ -38,7 +38,7 @@ def agent_step(kubeconfig: Path, node: str, root: Path) -> None:
     """One pass of the node agent, as its DaemonSet pod runs it (its identity, its node, its root)."""
     from kubernetes_asyncio import client as aclient, config as aconfig
 
-    from rewardpool_operator.cacheagent import Agent
+    from rewardpool_operator.modelcache.agent import Agent
 
     async def run():
         cfg = aclient.Configuration()

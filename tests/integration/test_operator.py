@@ -9,7 +9,7 @@ from kubernetes.client.exceptions import ApiException
 
 from rewardpool_devcluster import RDMA_LABEL
 from rewardpool_devcluster.stack import kubectl
-from rewardpool_operator.spec import HASH_LABEL, POOL_LABEL
+from rewardpool_operator.api.spec import HASH_LABEL, POOL_LABEL
 from rewardpool_worker.contract import ENV_VAR, WorkerConfig
 from tests.conftest import wait_for
 from tests.factories import G, P, V, pool_manifest

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from rewardpool_operator import builders, sizing, validate
-from rewardpool_operator.spec import Pool
+from rewardpool_operator.pool import builders, sizing, validate
+from rewardpool_operator.api.spec import Pool
 
 G, V, P = "rewardpool.io", "v1alpha1", "rewardpools"
 EXAMPLES = 500

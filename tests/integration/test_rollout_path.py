@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from rewardpool_devcluster.stack import kubectl
-from rewardpool_operator.rollout import max_unavailable
+from rewardpool_operator.pool.rollout import max_unavailable
 from tests.conftest import wait_for
 from tests.factories import pool_manifest
 from tests.integration.timeline import Timeline

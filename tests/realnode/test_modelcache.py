@@ -31,7 +31,7 @@ def test_a_pool_from_a_model_cache_starts_where_the_copy_is_and_scores(kube, nod
     from rewardpool_devcluster.incluster import real_node_pool
     from rewardpool_devcluster.realnode_config import NODE_NAME
     from rewardpool_devcluster.stack import OPERATOR_NS
-    from rewardpool_operator.modelcache import ROOT, copy_dir, copy_label, node_label, ready_file, source_identity
+    from rewardpool_operator.modelcache.layout import ROOT, copy_dir, copy_label, node_label, ready_file, source_identity
 
     node_name, other = NODE_NAME, peer.spec.name  # the copy on the first node only: its source is local to it
     tag = uuid.uuid4().hex[:6]
@@ -168,8 +168,8 @@ def test_a_restricted_pool_whose_model_is_an_oci_image_scores_with_no_mount_of_i
     the model on each."""
     from rewardpool_devcluster import random_clip
     from rewardpool_devcluster.incluster import real_node_pool
-    from rewardpool_operator.builders import IPC_LOCK
-    from rewardpool_operator.modelcache import ROOT, copy_dir, source_identity
+    from rewardpool_operator.pool.builders import IPC_LOCK
+    from rewardpool_operator.modelcache.layout import ROOT, copy_dir, source_identity
 
     tag = uuid.uuid4().hex[:6]
     model = tmp_path / "pick"
@@ -259,7 +259,7 @@ def test_a_node_without_room_for_the_copy_says_out_of_disk_and_so_does_the_pool_
     from rewardpool_devcluster import random_clip
     from rewardpool_devcluster.incluster import real_node_pool
     from rewardpool_devcluster.realnode_config import NODE_LABEL, NODE_NAME
-    from rewardpool_operator.modelcache import ROOT, node_label, ready_file, source_identity
+    from rewardpool_operator.modelcache.layout import ROOT, node_label, ready_file, source_identity
 
     node_name, other = NODE_NAME, peer.spec.name
     tag = uuid.uuid4().hex[:6]

@@ -93,10 +93,10 @@ def test_worker_pods_are_real_containers_with_the_pod_contract(kube, node, pool,
         # the memory limit the kubelet enforces (the container's cgroup) is the pool's sizing
         limit = int(kube.exec(pool_ns, name, "cat", "/sys/fs/cgroup/memory/memory.limit_in_bytes"))
         spec_limit = pod["spec"]["containers"][0]["resources"]["limits"]["memory"]
-        from rewardpool_operator.quantity import parse_bytes
+        from rewardpool_operator.api.quantity import parse_bytes
         assert limit == parse_bytes(spec_limit)
-        from rewardpool_operator import sizing
-        from rewardpool_operator.spec import PoolSpec
+        from rewardpool_operator.pool import sizing
+        from rewardpool_operator.api.spec import PoolSpec
         assert limit == sizing.compute(PoolSpec.model_validate(pool_obj["spec"])).memory_bytes
         # the Downward API annotations file, and the worker read the Multus network-status from it
         ann = kube.exec(pool_ns, name, "cat", "/etc/podinfo/annotations")

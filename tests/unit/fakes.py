@@ -8,8 +8,8 @@ import base64
 import copy
 import itertools
 
-from rewardpool_operator.kube import NadCrdMissing
-from rewardpool_operator.observed import Signals
+from rewardpool_operator.cluster.kube import NadCrdMissing
+from rewardpool_operator.pool.observed import Signals
 
 
 class FakeKube:

@@ -1,9 +1,9 @@
 """The built-in autoscaler's decision, table-driven, and a noisy demand trace that must not make it flap."""
 import random
 
-from rewardpool_operator.autoscaler import ScalingInputs, decide
-from rewardpool_operator.observed import History, Signals
-from rewardpool_operator.spec import Autoscaling
+from rewardpool_operator.pool.autoscaler import ScalingInputs, decide
+from rewardpool_operator.pool.observed import History, Signals
+from rewardpool_operator.api.spec import Autoscaling
 
 A = Autoscaling(enabled=True, minReplicas=1, maxReplicas=20, targetQueueDepth=4, scaleDownStabilizationSeconds=60)
 

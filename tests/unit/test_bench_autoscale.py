@@ -12,8 +12,8 @@ from kubernetes import client
 from rewardpool_devcluster import bench_autoscale as ba
 from rewardpool_devcluster.fleet import mount_paths
 from rewardpool_devcluster.kwokcache import KwokCaches
-from rewardpool_operator import builders, sizing, validate
-from rewardpool_operator.spec import Pool
+from rewardpool_operator.pool import builders, sizing, validate
+from rewardpool_operator.api.spec import Pool
 from rewardpool_worker.contract import ENV_VAR, WorkerConfig
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from rewardpool_devcluster import bench_coldstart as bc
-from rewardpool_operator import builders, sizing, validate
-from rewardpool_operator.spec import Pool
+from rewardpool_operator.pool import builders, sizing, validate
+from rewardpool_operator.api.spec import Pool
 
 
 def test_the_cold_start_pools_mount_their_models_from_the_claim():

@@ -3,9 +3,9 @@ import json
 
 import pytest
 
-from rewardpool_operator import builders, sizing, validate
-from rewardpool_operator.placement import nodes_that_fit
-from rewardpool_operator.spec import HASH_LABEL, Pool
+from rewardpool_operator.pool import builders, sizing, validate
+from rewardpool_operator.pool.placement import nodes_that_fit
+from rewardpool_operator.api.spec import HASH_LABEL, Pool
 from rewardpool_worker.contract import ENV_VAR, WorkerConfig
 from tests.factories import allocatable_node, pool
 
@@ -253,7 +253,7 @@ def test_the_typed_scorer_spec_mirrors_the_crd():
 
     import yaml
 
-    from rewardpool_operator.spec import Placement, Scorer, ScorerComponent
+    from rewardpool_operator.api.spec import Placement, Scorer, ScorerComponent
 
     crd = yaml.safe_load((Path(__file__).resolve().parents[2] / "crds" / "rewardpool.io_rewardpools.yaml").read_text())
     props = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
@@ -300,7 +300,7 @@ def test_mixture_weights_are_part_of_the_scorer_version():
 
 
 def test_a_copy_of_an_old_worker_is_that_worker_as_it_was_created_not_as_it_ran():
-    from rewardpool_operator.builders import copy_of
+    from rewardpool_operator.pool.builders import copy_of
     from rewardpool_worker.contract import DRAIN_ANNOTATION, SHADOW_ANNOTATION
 
     p = pool()
@@ -327,7 +327,7 @@ def test_a_copy_of_an_old_worker_is_that_worker_as_it_was_created_not_as_it_ran(
 def test_the_scoring_service_routes_http_to_ready_workers_only():
     """The pool's front door: a ClusterIP Service on the workers' http port, selecting this pool's workers; not
     publishing not-Ready addresses, so a draining or shadow worker (not Ready) gets no HTTP call."""
-    from rewardpool_operator.builders import headless_service, score_service
+    from rewardpool_operator.pool.builders import headless_service, score_service
     from rewardpool_worker.contract import HTTP_PORT
 
     p = pool()
@@ -496,7 +496,7 @@ def test_a_model_source_and_a_path_are_refused_together_and_template_cannot_take
 
 
 def test_model_sources_stay_within_restricted_pod_security():
-    from rewardpool_operator import podsecurity
+    from rewardpool_operator.pool import podsecurity
 
     for source in ({"pvc": {"claimName": "w"}}, {"image": {"reference": "reg/m:1"}}, {"cache": {"name": "pick"}}):
         p = pool(podSecurity="restricted", scorer={"name": "pickscore", "model": source})

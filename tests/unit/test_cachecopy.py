@@ -8,9 +8,9 @@ import os
 
 import pytest
 
-from rewardpool_operator import cachecopy as cc
-from rewardpool_operator.cacheagent import read_disk
-from rewardpool_operator.modelcache import copy_dir, data_dir, partial_dir, ready_file
+from rewardpool_operator.modelcache import copier as cc
+from rewardpool_operator.modelcache.agent import read_disk
+from rewardpool_operator.modelcache.layout import copy_dir, data_dir, partial_dir, ready_file
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-from rewardpool_operator import conditions as C
+from rewardpool_operator.api import conditions as C
 
 
 def test_merge_keeps_transition_time_unless_status_flips():

@@ -1,7 +1,7 @@
 """The control credential: who may drain a worker (pure code: the token check and the builders)."""
 import base64
 
-from rewardpool_operator import builders, sizing
+from rewardpool_operator.pool import builders, sizing
 from rewardpool_worker.contract import CONTROL_TOKEN_DIR, CONTROL_TOKEN_FILE, control_header
 from rewardpool_worker.runtime.control import ControlAuth
 from tests.factories import pool

@@ -2,9 +2,10 @@
 ask for a full reconcile (the owned objects read and ensured) rather than a look at pods and status."""
 from __future__ import annotations
 
-from rewardpool_operator.controller import Controller
-from rewardpool_operator.podcache import PodCache
-from rewardpool_operator.watches import NodeCache
+from rewardpool_operator.controller.loop import Controller
+from rewardpool_operator.modelcache.controller import CacheController
+from rewardpool_operator.cluster.podcache import PodCache
+from rewardpool_operator.cluster.watches import NodeCache
 
 KEY = ("ns", "p")
 
@@ -54,7 +55,7 @@ def test_a_deleted_pool_is_forgotten_with_its_expectations():
 
 
 def test_a_caches_summary_follows_its_nodes_and_the_pools_that_name_it():
-    """The leader writes a cache's ready/digest/usedBy when its nodes change and when a pool starts or stops
+    """The cache's controller, told of the pools' spec changes by theirs: the leader writes a cache's ready/digest/usedBy when its nodes change and when a pool starts or stops
     naming it (also on the pool's deletion); a standby writes nothing; an unchanged summary is not written."""
     import asyncio
 
@@ -64,6 +65,8 @@ def test_a_caches_summary_follows_its_nodes_and_the_pools_that_name_it():
         kube = FakeKube()
         c = Controller(kube=kube, pods=PodCache(), nodes=NodeCache())
         c._start = lambda key: None  # bookkeeping only: no reconcile loops
+        caches = CacheController(kube, c.bodies, c.trigger, lambda: c.leading)
+        c.on_spec_change = caches.pool_changed
         d = "sha256:" + "0" * 64
         kube.put({"kind": "RewardModelCache", "metadata": {"name": "pick"},
                   "status": {"nodes": [{"node": "a", "phase": "Ready", "digest": d}]}})
@@ -74,13 +77,13 @@ def test_a_caches_summary_follows_its_nodes_and_the_pools_that_name_it():
         c.pool_event("ADDED", pool("ns", "p1", "pick"))
         c.pool_event("ADDED", pool("ns2", "p2", "pick"))
         await asyncio.sleep(0.01)
-        assert c.cache_users("pick") == ["ns/p1", "ns2/p2"]
+        assert caches.users("pick") == ["ns/p1", "ns2/p2"]
         assert written[-1] == ("pick", {"ready": "1/1", "digest": d, "usedBy": "ns/p1, ns2/p2"})
         kube.put({"kind": "RewardModelCache", "metadata": {"name": "pick"},
                   "status": {"nodes": [{"node": "a", "phase": "Ready", "digest": d}], "ready": "1/1", "digest": d,
                              "usedBy": "ns/p1, ns2/p2"}})
         n = len(written)
-        await c.refresh_cache("pick")
+        await caches.refresh("pick")
         assert len(written) == n  # nothing changed, nothing written
         c.pool_event("DELETED", pool("ns2", "p2", "pick"))
         await asyncio.sleep(0.01)
@@ -89,10 +92,10 @@ def test_a_caches_summary_follows_its_nodes_and_the_pools_that_name_it():
         c.pool_event("MODIFIED", {**pool("ns", "p1", "other"), "metadata": {
             "namespace": "ns", "name": "p1", "resourceVersion": "2", "generation": 2}})
         await asyncio.sleep(0.01)
-        assert {w[0] for w in written[n:]} == {"pick", "other"} and c.cache_users("pick") == []
+        assert {w[0] for w in written[n:]} == {"pick", "other"} and caches.users("pick") == []
         c.leading = False
         n = len(written)
-        await c.refresh_cache("pick")
+        await caches.refresh("pick")
         assert len(written) == n
 
     asyncio.run(run())

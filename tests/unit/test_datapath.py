@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rewardpool_operator import datapath
-from rewardpool_operator.datapath import Reads, broken, remember, window
+from rewardpool_operator.pool import datapath
+from rewardpool_operator.pool.datapath import Reads, broken, remember, window
 from tests.factories import NOW, pod, rfc3339, run_plan
 
 R = Reads
@@ -51,7 +51,7 @@ def test_the_window_counts_increases_forgets_old_scrapes_and_restarts_count_from
 def test_a_workers_read_counters_cross_to_the_operator():
     from prometheus_client import generate_latest
 
-    from rewardpool_operator.worker_client import store_reads
+    from rewardpool_operator.controller.workers import store_reads
     from rewardpool_worker.runtime.metrics import WorkerMetrics
 
     m = WorkerMetrics("pickscore")

@@ -9,8 +9,8 @@ from prometheus_client import generate_latest
 
 from rewardpool_devcluster import demo
 from rewardpool_devcluster.incluster import real_node_pool
-from rewardpool_operator import builders, sizing, validate
-from rewardpool_operator.spec import Pool
+from rewardpool_operator.pool import builders, sizing, validate
+from rewardpool_operator.api.spec import Pool
 from rewardpool_worker.runtime.metrics import WorkerMetrics
 
 

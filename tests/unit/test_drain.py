@@ -1,6 +1,6 @@
 import pytest
 
-from rewardpool_operator.drain import UNREACHABLE_SECONDS, verdict
+from rewardpool_operator.pool.drain import UNREACHABLE_SECONDS, verdict
 
 
 def v(health, lent=True, used=0, waited=10, timeout=600, silent=0.0, ready=True):

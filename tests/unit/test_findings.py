@@ -2,8 +2,8 @@
 don't. The integration test (tests/integration/test_blocking.py) proves the same on the real control plane."""
 import pytest
 
-from rewardpool_operator import builders, podsecurity, sizing, validate
-from rewardpool_operator.findings import blocks_workers
+from rewardpool_operator.pool import builders, podsecurity, sizing, validate
+from rewardpool_operator.api.findings import blocks_workers
 from tests.factories import pool
 
 NODE = {"metadata": {"name": "n"}, "status": {"allocatable": {"memory": "2Ti", "rdma/rdma_shared_device_a": "4"}}}

@@ -46,7 +46,7 @@ MOVES = ["Makefile", "Dockerfile", ".dockerignore", "pyproject.toml", "scripts/v
          "devcluster/rewardpool_devcluster/node_images.py"]
 # ... and nothing else does.
 STAYS = ["README.md", "docs/benchmarks.md", "tests/unit/test_plan.py", "tests/conftest.py",
-         "operator/rewardpool_operator/plan.py", "worker/rewardpool_worker/runtime/main.py",
+         "operator/rewardpool_operator/pool/plan.py", "worker/rewardpool_worker/runtime/main.py",
          "charts/rewardpool-operator/values.yaml", "crds/rewardpool.yaml", "examples/pickscore-pool.yaml",
          "devcluster/rewardpool_devcluster/realnode.py", "scripts/gpu-check.sh", "scripts/mutation_check.py",
          ".ci/run", ".ci/cold-verified"]

@@ -127,7 +127,7 @@ def test_no_import_cycle():
 def test_the_graph_sees_imports():
     # The oracle itself: a deferred import and a relative one are both edges (else every test above passes).
     assert "rewardpool_worker.runtime.actor" in GRAPH["rewardpool_worker.runtime.main"]  # deferred
-    assert "rewardpool_worker.contract" in GRAPH["rewardpool_operator.builders"]
+    assert "rewardpool_worker.contract" in GRAPH["rewardpool_operator.pool.builders"]
     assert layer("rewardpool_worker.client.demand") == "client" and layer("rewardpool_worker.store") == "bottom"
 
 

@@ -9,8 +9,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from rewardpool_operator import modelcache as mc
-from rewardpool_operator.cacheagent import pod_state
+from rewardpool_operator.modelcache import layout as mc
+from rewardpool_operator.modelcache.agent import pod_state
 
 ID = "abc123"
 READY = {"identity": ID, "digest": "sha256:" + "0" * 64, "bytes": 100, "files": 2, "seconds": 1.5}

@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from rewardpool_operator.builders import headless_service
-from rewardpool_operator.owned import Applied, holds, needs_apply
+from rewardpool_operator.pool.builders import headless_service
+from rewardpool_operator.controller.owned import Applied, holds, needs_apply
 from tests.factories import pool
 
 WANT = headless_service(pool())

@@ -1,6 +1,6 @@
 """Placement at its edge: a node with exactly the memory a worker needs takes it; one byte less does not."""
-from rewardpool_operator import sizing
-from rewardpool_operator.placement import nodes_that_fit
+from rewardpool_operator.pool import sizing
+from rewardpool_operator.pool.placement import nodes_that_fit
 from tests.factories import allocatable_node, pool
 
 

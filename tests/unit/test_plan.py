@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rewardpool_operator import builders, sizing
-from rewardpool_operator.observed import Network, Observed, Signals
-from rewardpool_operator.plan import NODE_LOST_SECONDS, lost_reason, plan
+from rewardpool_operator.pool import builders, sizing
+from rewardpool_operator.pool.observed import Network, Observed, Signals
+from rewardpool_operator.pool.plan import NODE_LOST_SECONDS, lost_reason, plan
 from tests.factories import NET, NOW, pod, pool, ready_node, rfc3339, run_plan
 
 def deleted(pl):
@@ -283,7 +283,7 @@ def test_a_roll_begun_while_no_old_worker_is_ready_still_starts_in_shadow():
 
 
 def test_a_roll_that_keeps_the_scorer_version_needs_no_shadow():
-    from rewardpool_operator import builders, sizing as sizing_mod
+    from rewardpool_operator.pool import builders, sizing as sizing_mod
     from tests.factories import pool
     p = pool(replicas=2, drainTimeoutSeconds=600, **SHADOW)
     same = builders.pod_template(p, sizing_mod.compute(p.spec))["metadata"]["labels"]["rewardpool.io/scorer-version"]

@@ -2,7 +2,7 @@
 not yet shown holds back the pool's next writes, never longer than the TTL."""
 from __future__ import annotations
 
-from rewardpool_operator.podcache import CREATE, DELETE, DRAIN, EXPECTATION_TTL, PodCache
+from rewardpool_operator.cluster.podcache import CREATE, DELETE, DRAIN, EXPECTATION_TTL, PodCache
 from rewardpool_worker.contract import DRAIN_ANNOTATION
 
 

@@ -1,4 +1,4 @@
-from rewardpool_operator.podstatus import container_problems
+from rewardpool_operator.pool.podstatus import container_problems
 
 
 def pod(name, reason=None, message="", deleting=False, image="localhost/w:missing"):
@@ -28,7 +28,7 @@ def test_workers_kept_out_of_ready_by_ray_or_the_store_are_said_with_the_workers
     written here."""
     import time
 
-    from rewardpool_operator.podstatus import unready_problems
+    from rewardpool_operator.pool.podstatus import unready_problems
     from rewardpool_worker.runtime.main import REGISTRATION_STALE_SECONDS, State
 
     def worker(**stats):
@@ -59,7 +59,7 @@ def test_workers_kept_out_of_ready_by_ray_or_the_store_are_said_with_the_workers
 def test_a_worker_restarted_to_rejoin_ray_is_said_as_that_until_ready_not_as_a_crash_loop():
     """The kubelet's container status after the worker exited with EXIT_REJOIN: its last state terminated with
     that code, the back-off, then running while it starts again."""
-    from rewardpool_operator.podstatus import container_problems, unready_problems
+    from rewardpool_operator.pool.podstatus import container_problems, unready_problems
     from rewardpool_worker.contract import EXIT_REJOIN
 
     def pod(name, state, exit_code, ready=False):

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 
-from rewardpool_operator.podcache import PodCache
-from rewardpool_operator.reconcile import PoolMemory, reconcile
-from rewardpool_operator.spec import HASH_LABEL, POOL_LABEL
+from rewardpool_operator.cluster.podcache import PodCache
+from rewardpool_operator.controller.reconcile import PoolMemory, reconcile
+from rewardpool_operator.api.spec import HASH_LABEL, POOL_LABEL
 from rewardpool_worker.contract import DRAIN_ANNOTATION
 from tests.unit.fakes import FakeKube, FakeWorkers
 
@@ -333,7 +333,7 @@ def test_a_cache_whose_source_changes_rolls_the_pool_and_one_being_deleted_does_
     """The copy the pods mount and are placed by comes from the cache's spec as the reconcile reads it: a cache
     marked for deletion (held while the pool names it) changes nothing about the pods; another source is another
     template (the roll drains an old worker and creates one of the new copy; the others keep theirs)."""
-    from rewardpool_operator.modelcache import copy_label, source_identity
+    from rewardpool_operator.modelcache.layout import copy_label, source_identity
 
     def mounted(pod):
         (m,) = [m for m in pod["spec"]["containers"][0]["volumeMounts"] if m["name"] == "rewardpool-model-0"]

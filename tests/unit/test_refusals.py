@@ -89,7 +89,7 @@ def test_the_client_moves_an_optional_components_reason_into_the_report():
 def test_keys_and_required_are_checked_and_change_the_version_only_when_set():
     import pytest
 
-    from rewardpool_operator import builders
+    from rewardpool_operator.pool import builders
     from tests.factories import pool
 
     with pytest.raises(ValueError, match="a custom class needs key"):
@@ -102,7 +102,7 @@ def test_keys_and_required_are_checked_and_change_the_version_only_when_set():
     keyed = builders.scorer_digest(pool(scorer={"batchSize": 4}, scorers=[{**base[0], "key": "ps"}, base[1]]))
     optional = builders.scorer_digest(pool(scorer={"batchSize": 4}, scorers=[base[0], {**base[1], "required": False}]))
     assert plain == same and len({plain, keyed, optional}) == 3
-    from rewardpool_operator import sizing
+    from rewardpool_operator.pool import sizing
     from rewardpool_worker.contract import ENV_VAR, WorkerConfig
 
     p = pool(scorer={"batchSize": 4}, scorers=[{**base[0], "key": "ps"}, {**base[1], "required": False}])

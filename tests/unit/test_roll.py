@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rewardpool_operator import roll
-from rewardpool_operator.conditions import now as rfc3339
+from rewardpool_operator.pool import roll
+from rewardpool_operator.api.conditions import now as rfc3339
 from rewardpool_worker.contract import GROUP_ACTIVE_SECONDS, Agreement
 
 NOW = 1_900_000_000.0

@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from rewardpool_operator import builders, sizing as sizing_mod, status as status_mod
-from rewardpool_operator.conditions import epoch, now as rfc3339
-from rewardpool_operator.observed import Observed, Signals
-from rewardpool_operator.plan import plan
-from rewardpool_operator.rollout import max_unavailable
+from rewardpool_operator.pool import builders, sizing as sizing_mod, status as status_mod
+from rewardpool_operator.api.conditions import epoch, now as rfc3339
+from rewardpool_operator.pool.observed import Observed, Signals
+from rewardpool_operator.pool.plan import plan
+from rewardpool_operator.pool.rollout import max_unavailable
 from rewardpool_worker.contract import (DRAIN_ANNOTATION, GROUP_ACTIVE_SECONDS, SCORER_VERSION_LABEL,
                                         SHADOW_ANNOTATION, Agreement)
 from tests.factories import NET, NOW, pool, ready_node
-from rewardpool_operator.spec import HASH_LABEL
+from rewardpool_operator.api.spec import HASH_LABEL
 
 SAMPLES, MIN_R, SKEW, DEADLINE, TICK = 20, 0.5, 60, 100, 5.0
 

@@ -1,8 +1,8 @@
 """Rollout arithmetic: the budget, the removal order, and the budget's use in the PodDisruptionBudget."""
 import pytest
 
-from rewardpool_operator import builders, rollout
-from rewardpool_operator.spec import HASH_LABEL
+from rewardpool_operator.pool import builders, rollout
+from rewardpool_operator.api.spec import HASH_LABEL
 from tests.factories import pool
 
 

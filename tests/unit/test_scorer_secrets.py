@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from rewardpool_operator import builders, sizing
+from rewardpool_operator.pool import builders, sizing
 from rewardpool_worker.contract import ENV_VAR, ScorerConfig, WorkerConfig, api_key_env
 from rewardpool_worker.scorers import build_scorer
 from tests.factories import pool

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rewardpool_operator import builders, sizing, validate
-from rewardpool_operator.spec import Pool
+from rewardpool_operator.pool import builders, sizing, validate
+from rewardpool_operator.api.spec import Pool
 from rewardpool_worker import contract
 from rewardpool_worker.contract import BUILTIN_SCORERS, BuiltinScorer, ScorerConfig
 from rewardpool_worker.scorers import Scorer, build_scorer, scorer_class, warm_up

@@ -2,9 +2,9 @@ import math
 
 import pytest
 
-from rewardpool_operator import sizing
-from rewardpool_operator.quantity import format_bytes, parse_bytes
-from rewardpool_operator.spec import PoolSpec
+from rewardpool_operator.pool import sizing
+from rewardpool_operator.api.quantity import format_bytes, parse_bytes
+from rewardpool_operator.api.spec import PoolSpec
 
 GiB = 2**30
 

@@ -1,7 +1,7 @@
 """Warning events are told once per problem (when its condition turns bad or changes reason), not on every
 resync."""
-from rewardpool_operator import conditions as C
-from rewardpool_operator import status
+from rewardpool_operator.api import conditions as C
+from rewardpool_operator.pool import status
 
 
 def st(*conds):
@@ -32,8 +32,8 @@ def test_replica_failure_is_told_again_only_when_its_message_changes():
 
 
 def _roll_status(pods, old, now, deadline=600):
-    from rewardpool_operator import sizing
-    from rewardpool_operator.observed import Signals
+    from rewardpool_operator.pool import sizing
+    from rewardpool_operator.pool.observed import Signals
     from tests.factories import NET, pool, run_plan
 
     p = pool(replicas=2, progressDeadlineSeconds=deadline)
@@ -59,13 +59,13 @@ def test_a_roll_that_stops_changing_says_progress_deadline_exceeded_and_a_change
     assert status.warnings(late, _roll_status(stuck, late, t0 + 700)) == []  # told once
     moved = _roll_status([pod("a", hash_="old"), pod("new")], late, t0 + 702)  # the new pod got Ready
     assert moved["progress"]["time"] != first["progress"]["time"] and cond(moved)["status"] == "True"
-    from rewardpool_operator import statusview
+    from rewardpool_operator.cli import statusview
     assert "ProgressDeadlineExceeded" in [c["reason"] for c in statusview.unhappy(late)]
 
 
 def test_a_roll_held_for_pinned_groups_says_so_and_is_not_a_stalled_roll():
-    from rewardpool_operator import sizing
-    from rewardpool_operator.observed import Signals
+    from rewardpool_operator.pool import sizing
+    from rewardpool_operator.pool.observed import Signals
     from tests.factories import NET, NOW, pod, pool, rfc3339, run_plan
 
     held = [pod("a", hash_="old", ip="10.0.0.1"), pod("c", ip="10.0.0.3")]
@@ -86,8 +86,8 @@ def test_a_roll_held_for_pinned_groups_says_so_and_is_not_a_stalled_roll():
 
 
 def test_a_shadow_phase_says_its_agreement_and_a_disagreeing_one_is_held_and_warned():
-    from rewardpool_operator import sizing
-    from rewardpool_operator.observed import Signals
+    from rewardpool_operator.pool import sizing
+    from rewardpool_operator.pool.observed import Signals
     from rewardpool_worker.contract import SHADOW_ANNOTATION
     from tests.factories import NET, NOW, pod, pool, rfc3339, run_plan
 
@@ -121,7 +121,7 @@ def test_a_shadow_phase_says_its_agreement_and_a_disagreeing_one_is_held_and_war
 def test_the_shadow_status_is_a_merge_patch_that_settles():
     """A null in a merge patch deletes the key: the status sends none it means to keep, and once written, the
     next pass computes the same object (no write every pass)."""
-    from rewardpool_operator.status import _as_patch
+    from rewardpool_operator.pool.status import _as_patch
 
     new = {"to": "H", "samples": 3, "correlation": None, "promoted": None}
     sent = _as_patch(new, {"to": "G", "samples": 9, "promoted": "2026-12-01T00:00:00Z", "correlation": 0.5})
@@ -132,8 +132,8 @@ def test_the_shadow_status_is_a_merge_patch_that_settles():
 
 
 def test_ready_during_a_roll_only_in_the_shadow_phase_where_the_old_version_serves_every_call():
-    from rewardpool_operator import sizing
-    from rewardpool_operator.observed import Signals
+    from rewardpool_operator.pool import sizing
+    from rewardpool_operator.pool.observed import Signals
     from tests.factories import NET, pod, pool, run_plan
 
     p = pool(replicas=2)

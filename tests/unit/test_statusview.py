@@ -1,8 +1,9 @@
 """`rewardpool status` rendering: pool, pods, events and worker health at a fixed time become text."""
 import re
 
-from rewardpool_operator import conditions as C
-from rewardpool_operator import status, statusview
+from rewardpool_operator.api import conditions as C
+from rewardpool_operator.pool import status
+from rewardpool_operator.cli import statusview
 from rewardpool_worker.contract import DRAIN_ANNOTATION, WorkerHealth
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z

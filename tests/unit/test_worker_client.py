@@ -41,7 +41,7 @@ def test_a_master_whose_detail_does_not_answer_leaves_the_usage_unknown():
 def test_a_workers_reported_version_is_read_from_its_score_series():
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from rewardpool_operator.worker_client import reported_version
+    from rewardpool_operator.controller.workers import reported_version
     from rewardpool_worker.contract import WorkerMetricNames
 
     reg = CollectorRegistry()

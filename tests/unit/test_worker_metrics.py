@@ -46,7 +46,7 @@ def test_scores_give_each_components_mean_and_spread_per_version():
 
 
 def test_the_groups_pinned_to_a_worker_are_a_gauge_the_operator_reads():
-    from rewardpool_operator.worker_client import parse
+    from rewardpool_operator.controller.workers import parse
     from rewardpool_worker.contract import ACTIVE_GROUPS_METRIC
 
     m = WorkerMetrics()

@@ -50,7 +50,7 @@ def start_entrypoint(pool, tmp_path, pod_name: str, wait: bool = True, **env):
     import urllib.request
 
     from rewardpool_devcluster.cluster import free_port
-    from rewardpool_operator import builders, sizing
+    from rewardpool_operator.pool import builders, sizing
     from tests.conftest import wait_for
 
     pod = builders.pod_template(pool, sizing.compute(pool.spec))

@@ -185,8 +185,8 @@ def test_release_inside_the_read_lease_removes_once_and_counts_it(tmp_path):
 def test_entrypoint_with_the_operator_rendered_config_becomes_ready_scores_and_drains(
         ray_cluster, master, producer, tmp_path):
     from rewardpool_devcluster.cluster import free_port
-    from rewardpool_operator import builders, sizing
-    from rewardpool_operator.spec import Pool
+    from rewardpool_operator.pool import builders, sizing
+    from rewardpool_operator.api.spec import Pool
 
     pool = Pool.from_object({"metadata": {"name": "e2e", "namespace": "t", "uid": "u"}, "spec": {
         "replicas": 1, "image": "w", "scorer": {"name": "mean-intensity", "numFrames": 2, "batchSize": 2},
@@ -250,8 +250,8 @@ def test_entrypoint_with_the_operator_rendered_config_becomes_ready_scores_and_d
 def test_20_concurrent_batches_stay_within_the_sized_memory(ray_cluster, master, producer):
     """One actor, 20 batches at once: the backlog holds refs, not outputs. Peak RSS over the RSS at Ready stays
     within the formula's read term (two slots of one batch) plus one batch of scorer work."""
-    from rewardpool_operator import builders, sizing
-    from rewardpool_operator.spec import Pool
+    from rewardpool_operator.pool import builders, sizing
+    from rewardpool_operator.api.spec import Pool
 
     MiB = 2**20
     shape = (3, 8, 1024, 512)  # float32: 48 MiB an output, large next to the process's own noise
@@ -330,8 +330,8 @@ class Entrypoint:
 
     def __init__(self, ray_address, master, tmp_path, name: str, scorer: dict, **cfg_over):
         from rewardpool_devcluster.cluster import free_port
-        from rewardpool_operator import builders, sizing
-        from rewardpool_operator.spec import Pool
+        from rewardpool_operator.pool import builders, sizing
+        from rewardpool_operator.api.spec import Pool
 
         pool = Pool.from_object({"metadata": {"name": name, "namespace": "t", "uid": "u"}, "spec": {
             "replicas": 1, "image": "w", "scorer": {"batchSize": 2, **scorer},

@@ -213,8 +213,8 @@ def test_a_pool_with_no_ray_cluster_serves_http_with_its_tenants_tokens(master, 
     tenants and no spec.ray (the worker's own private Ray: no Ray head to run): it scores a stored output and an
     inline tensor over HTTP for a tenant's token (from the projected token files), refuses no token (401) and a
     wrong one (403), and describes the pool."""
-    from rewardpool_operator import builders
-    from rewardpool_operator.spec import Pool
+    from rewardpool_operator.pool import builders
+    from rewardpool_operator.api.spec import Pool
     from rewardpool_worker.client.http_client import HttpRewardPoolClient, HttpStatusError
     from rewardpool_worker.records import put_output
     from tests.worker.conftest import start_entrypoint

@@ -12,7 +12,7 @@ import urllib.request
 
 import torch
 
-from rewardpool_operator.spec import Pool
+from rewardpool_operator.api.spec import Pool
 from tests.conftest import wait_for
 from tests.worker import tiny_clip
 from tests.worker.conftest import start_entrypoint

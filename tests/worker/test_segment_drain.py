@@ -7,7 +7,7 @@ import asyncio
 
 import torch
 
-from rewardpool_operator.worker_client import HttpWorkerClient
+from rewardpool_operator.controller.workers import HttpWorkerClient
 from rewardpool_worker.contract import StoreConfig
 from rewardpool_worker.records import put_output
 from rewardpool_worker.store import Store
@@ -55,8 +55,8 @@ def test_a_worker_stopped_by_sigterm_waits_until_its_segment_is_read_and_release
     import signal
     import time
 
-    from rewardpool_operator import builders, sizing
-    from rewardpool_operator.spec import Pool
+    from rewardpool_operator.pool import builders, sizing
+    from rewardpool_operator.api.spec import Pool
     from tests.conftest import wait_for
     from tests.worker.conftest import start_entrypoint
 

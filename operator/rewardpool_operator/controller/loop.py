@@ -11,17 +11,16 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Callable
 
-from kubernetes_asyncio.client.exceptions import ApiException
 from rewardpool_worker.contract import OperatorMetricNames as M
 
-from . import pool_metrics
-from .kube import Kube
-from .modelcache import cache_summary, caches_named
-from .podcache import PodCache
+from . import metrics as pool_metrics
+from ..cluster.kube import ApiException, Kube
+from ..cluster.podcache import PodCache
 from .reconcile import PoolMemory, reconcile
-from .watches import NodeCache
-from .worker_client import HttpWorkerClient, WorkerClient
+from ..cluster.watches import NodeCache
+from .workers import HttpWorkerClient, WorkerClient
 
 log = logging.getLogger("rewardpool.operator")
 RESYNC_SECONDS = 60.0
@@ -45,13 +44,15 @@ class Controller:
         self.memories: dict[tuple[str, str], PoolMemory] = {}
         self.wake: dict[tuple[str, str], asyncio.Event] = {}
         self.tasks: dict[tuple[str, str], asyncio.Task] = {}
+        # told (key, body before, body after or None when deleted) on each pool event: the model cache's usedBy
+        self.on_spec_change: Callable[[tuple[str, str], dict | None, dict | None], None] | None = None
 
     def pool_event(self, event_type: str | None, body: dict) -> None:
         key = (body["metadata"]["namespace"], body["metadata"]["name"])
-        old = caches_named((self.bodies.get(key) or {}).get("spec") or {})
         gone = event_type == "DELETED" or body["metadata"].get("deletionTimestamp")
-        for cache in old ^ (set() if gone else caches_named(body.get("spec") or {})):
-            self._spawn(self.refresh_cache(cache, without=key if gone else None), f"cache {cache} summary")
+        before = self.bodies.get(key)
+        if self.on_spec_change is not None:
+            self.on_spec_change(key, before, None if gone else body)
         if gone:
             # Owned objects go with the pool through owner references (garbage collection).
             self.bodies.pop(key, None)
@@ -60,43 +61,11 @@ class Controller:
             self._stop(key)
             pool_metrics.forget(*key)
             return
-        before = self.bodies.get(key)
         self.keep(key, body)
         if before is not None and _identity(before) == _identity(self.bodies[key]):
             return  # only the status moved: this operator's own write, nothing to do
         self.full.add(key)
         self._start(key)
-
-    def cache_users(self, cache: str) -> list[str]:
-        """The pools (namespace/name) whose scorer model is the RewardModelCache `cache`."""
-        return sorted(f"{ns}/{name}" for (ns, name), body in self.bodies.items()
-                      if cache in caches_named(body.get("spec") or {}))
-
-    async def refresh_cache(self, name: str, body: dict | None = None,
-                            without: tuple[str, str] | None = None) -> None:
-        """The leader keeps a cache's summary (ready, digest, usedBy) in its status: on the cache's events, and
-        when a pool starts or stops naming it (`without`: a pool being deleted)."""
-        if not self.leading:
-            return
-        body = body if body is not None else await self.kube.get_cache(name)
-        if body is None or body["metadata"].get("deletionTimestamp"):
-            return
-        status = body.get("status") or {}
-        users = [u for u in self.cache_users(name) if without is None or u != "/".join(without)]
-        want = cache_summary(status.get("nodes") or [], users)
-        if any(status.get(k) != v for k, v in want.items()):
-            await self.kube.patch_cache_status(name, want)
-
-    def _spawn(self, coro, what: str) -> None:
-        task = asyncio.get_running_loop().create_task(coro, name=what)
-        task.add_done_callback(lambda t: t.cancelled() or t.exception() is None
-                               or log.warning("%s: %s", what, t.exception()))
-
-    def trigger_cache_users(self, cache: str) -> None:
-        """The pools using a cache look again (its copies changed: their placement finding and claims)."""
-        for ns, name in list(self.bodies):
-            if cache in caches_named((self.bodies[(ns, name)].get("spec") or {})):
-                self.trigger(ns, name, full=True)
 
     def keep(self, key: tuple[str, str], body: dict) -> None:
         """Keep the newer copy of a pool: the watch's, or the one this operator's own status write returned

@@ -10,9 +10,9 @@ import sys
 
 import yaml
 
-from . import sizing, validate
-from .findings import blocks_workers
-from .spec import KIND, Pool, PoolSpec
+from ..pool import sizing, validate
+from ..api.findings import blocks_workers
+from ..api.spec import KIND, Pool, PoolSpec
 
 
 def _load_pools(path: str) -> list[dict]:
@@ -29,7 +29,7 @@ def cmd_operator(args) -> int:
 
     import kopf
 
-    from . import handlers  # noqa: F401 (registers the handlers)
+    from .. import handlers  # noqa: F401 (registers the handlers)
 
     # The operator-wide options, as handlers.py reads them from kopf's memo.
     lease = None if args.no_leader_election else args.lease_namespace or os.environ.get("POD_NAMESPACE") or None
@@ -50,7 +50,7 @@ def cmd_agent(args) -> int:
     import asyncio
     import logging
 
-    from .cacheagent import run
+    from ..modelcache.agent import run
 
     missing = [f for f in ("node", "namespace", "image") if not getattr(args, f)]
     if missing:
@@ -61,13 +61,13 @@ def cmd_agent(args) -> int:
 
 
 def cmd_cache_copy(args) -> int:
-    from . import cachecopy
+    from ..modelcache import copier as cachecopy
 
     return cachecopy.main(args)
 
 
 def cmd_render(args) -> int:
-    from .builders import desired_objects, pod_template
+    from ..pool.builders import desired_objects, pod_template
 
     out, blocked = [], []
     for obj in _load_pools(args.file):
@@ -201,6 +201,3 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     return args.func(args)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

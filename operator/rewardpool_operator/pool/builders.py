@@ -13,12 +13,12 @@ from rewardpool_worker.contract import (ANNOTATIONS_FILE, CONTROL_SECRET_KEY, CO
                                         WorkerConfig, api_key_env, control_secret_name, score_service_name as service_for,
                                         termination_grace_seconds)
 
-from .modelcache import pool_affinity
+from ..modelcache.layout import claim_name, pool_affinity
 from .podsecurity import RESTRICTED
-from .quantity import format_bytes
+from ..api.quantity import format_bytes
 from .sizing import SizingResult
 from .rollout import max_unavailable
-from .spec import COMPONENT_LABEL, HASH_LABEL, MANAGED_BY, WORKER_CONTAINER, Pool
+from ..api.spec import COMPONENT_LABEL, HASH_LABEL, MANAGED_BY, WORKER_CONTAINER, ModelSource, Pool
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 IPC_LOCK = "IPC_LOCK"  # the one capability a worker has: the store pins its segment and read buffer with it
@@ -149,6 +149,18 @@ def model_mount_path(component) -> str:
     return f"{MODELS_ROOT}/{component.component}"
 
 
+def model_volume(source: ModelSource, name: str) -> dict:
+    """The pod volume of a scorer's weights: the claim named, the claim the operator binds to a cache's local
+    volume in this namespace, or an image volume."""
+    if source.pvc is not None:
+        return {"name": name, "persistentVolumeClaim": {"claimName": source.pvc.claimName, "readOnly": True}}
+    if source.cache is not None:
+        return {"name": name, "persistentVolumeClaim": {"claimName": claim_name(source.cache.name), "readOnly": True}}
+    image = {"reference": source.image.reference, **({"pullPolicy": source.image.pullPolicy}
+                                                     if source.image.pullPolicy else {})}
+    return {"name": name, "image": image}
+
+
 def model_mounts(pool: Pool, copies: dict[str, str] | None = None) -> tuple[list[dict], list[dict]]:
     """(volumes, volumeMounts) of the scorers whose weights come from a source: one volume per claim or image
     (components sharing one mount it once each, at their own subPath), each mounted read-only at
@@ -159,8 +171,8 @@ def model_mounts(pool: Pool, copies: dict[str, str] | None = None) -> tuple[list
         source, _ = model_source(c, pool.spec.scorer)
         if source is None:
             continue
-        key = json.dumps(source.volume(""), sort_keys=True)
-        volume = volumes.setdefault(key, source.volume(f"{MODEL_VOLUME_PREFIX}{len(volumes)}"))
+        key = json.dumps(model_volume(source, ""), sort_keys=True)
+        volume = volumes.setdefault(key, model_volume(source, f"{MODEL_VOLUME_PREFIX}{len(volumes)}"))
         sub = source.sub_path
         if source.cache is not None and (copies or {}).get(source.cache.name):
             sub = "/".join(x for x in (copies[source.cache.name], sub) if x)

@@ -18,7 +18,7 @@ from rewardpool_worker.contract import (ACTIVE_GROUPS_METRIC, DRAIN_PATH, HEALTH
                                         QUEUE_DEPTH_METRIC, SCORE_METRIC, STORE_READS_METRIC, SEGMENTS_DETAIL_PATH, WorkerHealth,
                                         control_header, segment_used)
 
-from .observed import Signals
+from ..pool.observed import Signals
 
 log = logging.getLogger("rewardpool.operator")
 TIMEOUT = aiohttp.ClientTimeout(total=2)

@@ -14,19 +14,15 @@ import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
-from kubernetes_asyncio import client, config
-from kubernetes_asyncio.client.exceptions import ApiException
-
-from .modelcache import (AGENT_MARKER, API_VERSION, CACHE_LABEL, COPY_REASONS, KIND, NODE_LABEL_PREFIX, PLURAL,
+from ..cluster.agentapi import AgentKube, ApiClient, connected
+from ..cluster.kube import ApiException
+from .layout import (AGENT_MARKER, API_VERSION, CACHE_LABEL, COPY_REASONS, KIND, NODE_LABEL_PREFIX,
                          READY, Copies, CopyPod, DiskState, copies_in_use, copy_dir, copy_label, copy_pod, data_dir,
                          node_label, node_selector, parse_copy_label, partial_dir, plan_copies, plan_node,
                          progress_file, ready_file, selects, source_identity)
-from .cachecopy import intact, read_ready
-from rewardpool_worker.contract import GROUP, VERSION
+from .copier import intact, read_ready
 
 log = logging.getLogger("rewardpool.agent")
-APPLY = "application/apply-patch+yaml"
-MERGE = "application/merge-patch+json"
 
 
 def read_disk(root: Path, cache: str, identity: str) -> DiskState:
@@ -82,21 +78,20 @@ def pod_state(pod: dict, now: datetime) -> CopyPod:
 
 
 class Agent:
-    def __init__(self, api: client.ApiClient, node: str, namespace: str, image: str, root: Path, host_root: str,
+    def __init__(self, api: ApiClient, node: str, namespace: str, image: str, root: Path, host_root: str,
                  default_selector: dict[str, str]):
-        self.core, self.custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+        self.kube = AgentKube(api)
         self.node, self.namespace, self.image = node, namespace, image
         self.root, self.host_root, self.default_selector = root, host_root, default_selector
         self.manager = f"rewardpool-agent-{node}"[:128]
         self._said: dict[str, dict] = {}  # cache -> the entry last applied
 
     async def step(self) -> None:
-        node = await self.core.read_node(self.node)
-        labels = dict(node.metadata.labels or {})
-        caches = (await self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL))["items"]
-        pods = await self._list_pods(self.namespace, label_selector=CACHE_LABEL)
+        labels = await self.kube.node_labels(self.node)
+        caches = await self.kube.caches()
+        pods = await self.kube.node_pods(self.node, self.namespace, label_selector=CACHE_LABEL)
         pods = {p["metadata"]["labels"][CACHE_LABEL]: p for p in pods}
-        in_use = copies_in_use(await self._list_pods(None))  # every namespace's pods on this node
+        in_use = copies_in_use(await self.kube.node_pods(self.node, None))  # every namespace's pods on this node
         now = datetime.now(timezone.utc)
         wanted: dict[str, str] = {}  # cache -> the identity of the copy it names now
         want_labels: dict[str, str | None] = {}
@@ -114,9 +109,9 @@ class Agent:
             plan = plan_node(self.node, identity, spec.get("digest"), read_disk(self.root, name, identity),
                              pod_state(pod, now) if pod else None, await self._source_missing(spec))
             if plan.delete_pod and pod is not None:
-                await self._delete_pod(pod["metadata"]["name"])
+                await self.kube.delete_pod(self.namespace, pod["metadata"]["name"])
             if plan.create_pod:
-                await self.core.create_namespaced_pod(
+                await self.kube.create_pod(
                     self.namespace, copy_pod(cache, self.node, self.namespace, self.image, self.host_root, identity))
                 log.info("copy of cache %s started on node %s", name, self.node)
             want_labels[node_label(name)] = plan.entry["phase"]
@@ -140,7 +135,7 @@ class Agent:
         # What no cache wants on this node any more: its copy pod, its labels, its status entry.
         for name, pod in pods.items():
             if name not in wanted:
-                await self._delete_pod(pod["metadata"]["name"])
+                await self.kube.delete_pod(self.namespace, pod["metadata"]["name"])
         for key in labels:
             if (key.startswith(NODE_LABEL_PREFIX) and key[len(NODE_LABEL_PREFIX):] not in wanted) \
                     or (parse_copy_label(key) is not None and key not in want_labels):
@@ -153,8 +148,7 @@ class Agent:
                 await self._say(name, None)
         change = {k: v for k, v in want_labels.items() if labels.get(k) != v}
         if change:
-            await self.core.patch_node(self.node, {"metadata": {"labels": change}},
-                                       _content_type=MERGE)
+            await self.kube.label_node(self.node, change)
 
     def _folders(self) -> set[str]:
         """The cache folders this agent made (a folder it did not make, an administrator's, is never touched)."""
@@ -162,33 +156,11 @@ class Agent:
             return set()
         return {e.name for e in self.root.iterdir() if e.is_dir() and (e / AGENT_MARKER).exists()}
 
-    async def _list_pods(self, namespace: str | None, **kw) -> list[dict]:
-        """This node's pods, of one namespace or (None) of all."""
-        selector = f"spec.nodeName={self.node}"
-        if namespace is None:
-            r = await self.core.list_pod_for_all_namespaces(field_selector=selector, _preload_content=False, **kw)
-        else:
-            r = await self.core.list_namespaced_pod(namespace, field_selector=selector, _preload_content=False, **kw)
-        return json.loads(await r.read())["items"]
-
     async def _source_missing(self, spec: dict) -> str | None:
         claim = ((spec.get("source") or {}).get("pvc") or {}).get("claimName")
-        if not claim:
+        if not claim or await self.kube.claim_exists(self.namespace, claim):
             return None
-        try:
-            await self.core.read_namespaced_persistent_volume_claim(claim, self.namespace)
-        except ApiException as e:
-            if e.status == 404:
-                return f"PersistentVolumeClaim {claim} not found in namespace {self.namespace} (the cache's source)"
-            raise
-        return None
-
-    async def _delete_pod(self, name: str) -> None:
-        try:
-            await self.core.delete_namespaced_pod(name, self.namespace)
-        except ApiException as e:
-            if e.status != 404:
-                raise
+        return f"PersistentVolumeClaim {claim} not found in namespace {self.namespace} (the cache's source)"
 
     async def _say(self, cache: str, entry: dict | None) -> None:
         """This node's entry of the cache's status.nodes (None: no entry), applied when it changed."""
@@ -196,13 +168,7 @@ class Agent:
             return
         body = {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": cache},
                 "status": {"nodes": [entry] if entry else []}}
-        try:
-            await self.custom.patch_cluster_custom_object_status(
-                GROUP, VERSION, PLURAL, cache, body, field_manager=self.manager, force=True,
-                _content_type=APPLY)
-        except ApiException as e:
-            if e.status != 404:
-                raise
+        await self.kube.apply_cache_status(cache, body, self.manager)
         if entry is None:
             self._said.pop(cache, None)
         else:
@@ -210,12 +176,8 @@ class Agent:
 
 
 async def run(args) -> int:
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config()
-    else:
-        await config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
     selector = dict(kv.split("=", 1) for kv in args.default_node_selector or [])
-    async with client.ApiClient() as api:
+    async with connected() as api:
         agent = Agent(api, args.node, args.namespace, args.image, Path(args.root), args.host_root, selector)
         while True:
             try:

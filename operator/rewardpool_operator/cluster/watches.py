@@ -12,7 +12,7 @@ from typing import Awaitable, Callable
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from .spec import POOL_LABEL
+from ..api.spec import POOL_LABEL
 
 log = logging.getLogger("rewardpool.operator")
 Handler = Callable[[str, dict], Awaitable[None] | None]

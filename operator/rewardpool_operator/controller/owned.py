@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 
 from rewardpool_worker.contract import control_secret_name
 
-from . import reasons as R
-from .builders import (attachment_ref, control_secret, control_token, disruption_budget, headless_service,
+from ..api import reasons as R
+from ..pool.builders import (attachment_ref, control_secret, control_token, disruption_budget, headless_service,
                        model_caches, model_source, network_attachment, score_service)
-from .findings import Problem
-from .kube import Kube, NadCrdMissing
-from .modelcache import cache_problem, local_claim, local_volume, source_identity
-from .observed import Network
-from .spec import Pool
+from ..api.findings import Problem
+from ..cluster.kube import Kube, NadCrdMissing
+from ..modelcache.layout import cache_problem, local_claim, local_volume, source_identity
+from ..pool.observed import Network
+from ..api.spec import Pool
 
 PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
 

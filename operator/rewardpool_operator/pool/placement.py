@@ -2,8 +2,8 @@
 Pending pool into a condition that says why."""
 from __future__ import annotations
 
-from .quantity import human, parse_bytes
-from .spec import PoolSpec
+from ..api.quantity import human, parse_bytes
+from ..api.spec import PoolSpec
 
 
 def nodes_that_fit(spec: PoolSpec, memory_bytes: int, nodes: list[dict]) -> tuple[list[str], str]:

@@ -2,7 +2,7 @@
 The same budget drives the operator's own rolls and scale-ins and the pool's PodDisruptionBudget."""
 from __future__ import annotations
 
-from .spec import HASH_LABEL
+from ..api.spec import HASH_LABEL
 
 
 def max_unavailable(replicas: int) -> int:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import reasons as R
+from ..api import reasons as R
 
 UNREACHABLE_SECONDS = 10.0
 

@@ -7,7 +7,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from rewardpool_worker.contract import API_VERSION, KIND, POOL_LABEL, SECRET_ARGS
 
-from .modelcache import claim_name
 
 HASH_LABEL = "rewardpool.io/template-hash"
 COMPONENT_LABEL = "app.kubernetes.io/component"
@@ -60,16 +59,6 @@ class ModelSource(_M):
         if sum(x is not None for x in (self.pvc, self.image, self.cache)) != 1:
             raise ValueError("scorer.model names exactly one source: pvc, image or cache")
         return self
-
-    def volume(self, name: str) -> dict:
-        if self.pvc is not None:
-            return {"name": name, "persistentVolumeClaim": {"claimName": self.pvc.claimName, "readOnly": True}}
-        if self.cache is not None:  # the claim the operator binds to the cache's local volume in this namespace
-            return {"name": name, "persistentVolumeClaim": {"claimName": claim_name(self.cache.name),
-                                                            "readOnly": True}}
-        image = {"reference": self.image.reference, **({"pullPolicy": self.image.pullPolicy}
-                                                        if self.image.pullPolicy else {})}
-        return {"name": name, "image": image}
 
     @property
     def sub_path(self) -> str:

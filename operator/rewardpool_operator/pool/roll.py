@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from rewardpool_worker.contract import GROUP_ACTIVE_SECONDS, Agreement
 
-from . import conditions as C
+from ..api import conditions as C
 
 SHADOW, REPLACING = "Shadow", "Replacing"
 

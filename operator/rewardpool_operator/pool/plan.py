@@ -22,19 +22,19 @@ from dataclasses import dataclass, field
 from rewardpool_worker.contract import (DRAIN_ANNOTATION, EXPECTED_OUTPUTS_ANNOTATION, SCORER_VERSION_LABEL,
                                         SHADOW_ANNOTATION, Agreement, parse_expected_outputs, version_label)
 
-from . import conditions as C
+from ..api import conditions as C
 from . import datapath
 from . import drain as drain_mod
 from . import autoscaler
-from . import reasons as R
+from ..api import reasons as R
 from .autoscaler import Decision
 from .observed import Network, Observed
 from . import roll as roll_mod
 from .builders import copy_of
 from .rollout import is_ready, pod_ip, removal_order, roll_allowance
-from .findings import Problem
+from ..api.findings import Problem
 from .sizing import SizingResult
-from .spec import HASH_LABEL, Pool
+from ..api.spec import HASH_LABEL, Pool
 
 NODE_LOST_SECONDS = 60.0  # a node NotReady or Unknown this long: its workers are replaced
 STUCK_TERMINATING_SECONDS = 30.0  # past its grace period, a terminating pod no longer holds up a roll

@@ -16,29 +16,28 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
-from kubernetes_asyncio.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from rewardpool_worker.contract import DRAIN_ANNOTATION, SHADOW_ANNOTATION
 
-from . import conditions as C
-from . import datapath
-from . import podstatus
-from . import pool_metrics
-from . import reasons as R
-from . import sizing as sizing_mod
-from . import status as status_mod
-from . import validate
-from .builders import attachment_ref, pod_template, template_hash
-from .findings import blocks_workers
-from .kube import Kube, api_message
-from .observed import History, Observed, Signals
+from ..api import conditions as C
+from ..pool import datapath
+from ..pool import podstatus
+from . import metrics as pool_metrics
+from ..api import reasons as R
+from ..pool import sizing as sizing_mod
+from ..pool import status as status_mod
+from ..pool import validate
+from ..pool.builders import attachment_ref, pod_template, template_hash
+from ..api.findings import blocks_workers
+from ..cluster.kube import ApiException, Kube, api_message
+from ..pool.observed import History, Observed, Signals
 from .owned import Applied, Owned, ensure_owned
-from .plan import Plan, plan
-from .podcache import CREATE, DELETE, DRAIN, PodCache
-from .rollout import is_ready, pod_ip
-from .spec import Pool
-from .worker_client import WorkerClient
+from ..pool.plan import Plan, plan
+from ..cluster.podcache import CREATE, DELETE, DRAIN, PodCache
+from ..pool.rollout import is_ready, pod_ip
+from ..api.spec import Pool
+from .workers import WorkerClient
 
 log = logging.getLogger("rewardpool.operator")
 OWNED_RESYNC_SECONDS = 60.0

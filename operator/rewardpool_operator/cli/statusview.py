@@ -7,10 +7,10 @@ from collections.abc import Mapping
 
 from rewardpool_worker.contract import DRAIN_ANNOTATION, WorkerHealth
 
-from .quantity import human
-from .conditions import epoch
-from .reasons import unhealthy
-from .spec import POOL_LABEL, Sizing
+from ..api.quantity import human
+from ..api.conditions import epoch
+from ..api.reasons import unhealthy
+from ..api.spec import POOL_LABEL, Sizing
 
 EVENTS_SHOWN = 5
 MESSAGE_WIDTH = 160  # one terminal line or so; the full text stays in `kubectl describe`

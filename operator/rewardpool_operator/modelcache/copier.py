@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from .modelcache import COPY_REASONS, copy_dir, partial_dir, progress_file, ready_file
+from .layout import COPY_REASONS, copy_dir, partial_dir, progress_file, ready_file
 
 CHUNK = 8 << 20
 HEADROOM = 64 << 20  # left free on the node's disk beyond the copy

@@ -9,10 +9,10 @@ from dataclasses import asdict, dataclass, field
 
 from rewardpool_worker.contract import BUILTIN_SCORERS, READ_SLOTS, BuiltinScorer
 
-from . import reasons as R
-from .findings import Problem
-from .quantity import format_bytes, human, parse_bytes
-from .spec import PoolSpec, Sizing
+from ..api import reasons as R
+from ..api.findings import Problem
+from ..api.quantity import format_bytes, human, parse_bytes
+from ..api.spec import PoolSpec, Sizing
 
 MiB = 2**20
 GiB = 2**30

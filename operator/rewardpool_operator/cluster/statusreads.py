@@ -1,15 +1,11 @@
-"""`rewardpool status`'s reads and its print/watch loop. It reads the pool, its pods and events with kubectl's
-credentials (KUBECONFIG or ~/.kube/config, --context; in a pod, the in-cluster config), and each worker's
-/healthz through the API server's pod proxy, so no port-forward or pod network access is needed. What it
-prints is statusview's, pure."""
+"""The reads of `rewardpool status`, with kubectl's credentials (KUBECONFIG or ~/.kube/config, --context; in a pod,
+the in-cluster config): the pool, its pods and events, and each worker's /healthz through the API server's pod
+proxy, so no port-forward or pod network access is needed."""
 from __future__ import annotations
 
 import asyncio
 import json
 import os
-import signal
-import sys
-import time
 
 import aiohttp
 from kubernetes_asyncio import client, config
@@ -17,11 +13,12 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from rewardpool_worker.contract import GROUP, HEALTH_PATH, HTTP_PORT, KIND, PLURAL, VERSION, WorkerHealth
 
-from . import statusview
-from .kube import api_message, read_json
+from .kube import read_json
 
 HEALTH_TIMEOUT_SECONDS = 2.0  # a worker that cannot answer in this long is shown as "-", not waited for
-CLEAR = "\033[H\033[2J"  # cursor home + clear screen: what `watch` does between frames
+CONNECT_ERRORS = aiohttp.ClientError  # no connection to the API server
+CONFIG_ERRORS = (config.ConfigException, OSError)  # a missing or broken kubeconfig
+ApiClient = client.ApiClient
 
 
 async def connect(kubeconfig: str | None, context: str | None) -> tuple[client.ApiClient, str]:
@@ -49,7 +46,6 @@ def _context_namespace(ctx) -> str | None:
         return None
 
 
-# ---- reads ---------------------------------------------------------------------------------------------------
 async def read_pool(api: client.ApiClient, ns: str, name: str) -> dict | None:
     try:
         return await read_json(client.CustomObjectsApi(api).get_namespaced_custom_object(
@@ -68,11 +64,11 @@ async def list_pools(api: client.ApiClient, ns: str | None) -> list[dict]:
                                                          _preload_content=False)))["items"]
 
 
-async def pool_pods(api: client.ApiClient, pool: dict) -> list[dict]:
+async def pool_pods(api: client.ApiClient, pool: dict, pod_selector: str) -> list[dict]:
     """The pool's worker pods: its label, and owned by this pool (not a same-named predecessor's leftovers)."""
     meta = pool["metadata"]
     items = (await read_json(client.CoreV1Api(api).list_namespaced_pod(
-        meta["namespace"], label_selector=statusview.pod_selector(meta["name"]), _preload_content=False)))["items"]
+        meta["namespace"], label_selector=pod_selector, _preload_content=False)))["items"]
     uid = meta.get("uid")
     return [p for p in items if not uid or any(o.get("uid") == uid for o in p["metadata"].get("ownerReferences") or [])]
 
@@ -120,66 +116,3 @@ async def all_health(api: client.ApiClient, pods: list[dict]) -> tuple[dict, dic
     answers = await asyncio.gather(*(worker_health(api, p) for p in pods))
     names = [p["metadata"]["name"] for p in pods]
     return {n: h for n, (h, _) in zip(names, answers)}, {n: why for n, (_, why) in zip(names, answers) if why}
-
-
-# ---- one frame -------------------------------------------------------------------------------------------------
-async def frame(api: client.ApiClient, pool_name: str | None, ns: str | None) -> tuple[str, bool]:
-    """(text, found). ns None: every namespace (only without a pool name)."""
-    if pool_name is None:
-        return statusview.render_pools(await list_pools(api, ns), time.time(), ns), True
-    pool = await read_pool(api, ns, pool_name)
-    if pool is None:
-        return f"RewardPool {ns}/{pool_name} not found.\n", False
-    pods, events = await asyncio.gather(pool_pods(api, pool), pool_events(api, pool))
-    health, errors = await all_health(api, pods)
-    return statusview.render_pool(pool, pods, events, health, time.time(), errors), True
-
-
-async def run(pool_name: str | None, namespace: str | None, all_namespaces: bool, watch: bool, interval: float,
-              kubeconfig: str | None = None, context: str | None = None, out=None) -> int:
-    out = out or sys.stdout
-    try:
-        api, default_ns = await connect(kubeconfig, context)
-    except (config.ConfigException, OSError) as e:  # no or a broken kubeconfig: say so, as kubectl does
-        print(f"error: no usable Kubernetes config: {e}", file=sys.stderr)
-        return 1
-    ns = None if all_namespaces else (namespace or default_ns)
-    # A watch ends on Ctrl-C (or SIGTERM) at once, whatever it is waiting for: the signal sets `stop`, and the
-    # frame being fetched is dropped.
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    if watch:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-    try:
-        while not stop.is_set():
-            fetch = asyncio.ensure_future(frame(api, pool_name, ns))
-            stopped = asyncio.ensure_future(stop.wait())
-            await asyncio.wait({fetch, stopped}, return_when=asyncio.FIRST_COMPLETED)
-            stopped.cancel()
-            if stop.is_set():
-                fetch.cancel()
-                await asyncio.gather(fetch, return_exceptions=True)
-                break
-            try:
-                text, found = fetch.result()
-            except ApiException as e:  # in a watch, an API hiccup is shown and the next frame tries again
-                text, found = f"error: {api_message(e)}\n", False
-            except aiohttp.ClientError as e:
-                text, found = f"error: cannot reach the API server: {e}\n", False
-            if not watch:
-                (out if found else sys.stderr).write(text)
-                return 0 if found else 1
-            header = f"Every {interval:g}s: rewardpool status {pool_name or ''}  {time.strftime('%H:%M:%S')}\n\n"
-            out.write(CLEAR + header + text)
-            out.flush()
-            try:
-                await asyncio.wait_for(stop.wait(), interval)
-            except asyncio.TimeoutError:
-                pass
-        return 0
-    finally:
-        if watch:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
-        await api.close()

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from rewardpool_worker.contract import EXIT_REJOIN
 
-from . import reasons as R
-from .findings import Problem
+from ..api import reasons as R
+from ..api.findings import Problem
 
 PULL_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
 START_REASONS = {"CrashLoopBackOff", "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}

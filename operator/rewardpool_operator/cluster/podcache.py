@@ -17,7 +17,7 @@ from typing import Callable
 
 from rewardpool_worker.contract import DRAIN_ANNOTATION
 
-from .spec import POOL_LABEL
+from ..api.spec import POOL_LABEL
 
 log = logging.getLogger("rewardpool.operator")
 EXPECTATION_TTL = 300.0

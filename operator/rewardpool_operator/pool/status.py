@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import time
 
-from . import conditions as C
-from . import reasons as R
+from ..api import conditions as C
+from ..api import reasons as R
 from .observed import Network, Signals
 from .plan import Plan
-from .quantity import format_bytes
+from ..api.quantity import format_bytes
 from .roll import SHADOW
-from .findings import Problem
+from ..api.findings import Problem
 from .sizing import SizingResult
-from .spec import Pool
+from ..api.spec import Pool
 
 def _progress(p: Plan, old: dict | None, now: float) -> dict:
     """When the workers last changed (created, Ready, replaced, drained): the clock of the progress deadline."""

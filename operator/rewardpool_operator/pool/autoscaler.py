@@ -21,9 +21,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from . import reasons as R
+from ..api import reasons as R
 from .observed import History, Signals
-from .spec import Autoscaling
+from ..api.spec import Autoscaling
 
 TOLERANCE = 0.1
 PRESSURE = 0.8
