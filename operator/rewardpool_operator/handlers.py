@@ -19,13 +19,13 @@ import kopf
 
 from rewardpool_worker.contract import GROUP, PLURAL, POOL_LABEL, VERSION
 
-from .controller.loop import Controller
 from .cluster.kube import NAD, Kube
 from .cluster.leader import LeaderElector
-from .modelcache.controller import CacheController
-from .modelcache.layout import PLURAL as CACHE_PLURAL
 from .cluster.podcache import PodCache
 from .cluster.watches import NodeCache, watch_pool_pods
+from .controller.loop import Controller
+from .modelcache.controller import CacheController
+from .modelcache.layout import PLURAL as CACHE_PLURAL
 
 log = logging.getLogger("rewardpool.operator")
 LEASE_NAME = "rewardpool-operator"

@@ -1,6 +1,7 @@
 """The code's layering, read from the source (every import, module-level and deferred alike): no import cycle,
-no import that runs upward, the operator holding nothing of the worker but its contract, and nothing shipped
-importing dev tooling. The allowed directions are the design (docs/layout.md), written here, not derived."""
+no import that runs upward, the operator's rooms (pure ones import no client; only `cluster` calls the API), the
+operator holding nothing of the worker but its contract, and nothing shipped importing dev tooling. The allowed
+directions are the design (docs/layout.md), written here, not derived."""
 from __future__ import annotations
 
 import ast
@@ -15,6 +16,22 @@ ROOTS = {"rewardpool_operator": REPO / "operator", "rewardpool_worker": REPO / "
          "rewardpool_devcluster": REPO / "devcluster"}
 BOTTOM = {"errors", "records", "store", "frames", "httpapi"}
 
+# The operator's rooms. Pure: the API's types and words, a pool's decisions, the model cache's names and plans
+# (and the copy pod's file copy). I/O: cluster (the only room that calls the API), the pool's controller, the
+# cache's controller and agent, then handlers (kopf) and the command line on top.
+OPERATOR = {
+    "op.api": {"contract"},
+    "op.cache": {"contract"},  # modelcache.layout, modelcache.copier
+    "op.pool": {"contract", "op.api", "op.cache"},
+    "op.cluster": {"contract", "op.api", "op.cache"},
+    "op.controller": {"contract", "op.api", "op.cache", "op.pool", "op.cluster"},
+    "op.modelcache": {"contract", "op.api", "op.cache", "op.cluster"},  # its controller and node agent
+    "op.top": {"contract", "op.api", "op.cache", "op.cluster", "op.controller", "op.modelcache"},  # handlers
+    "op.cli": {"contract", "op.api", "op.cache", "op.pool", "op.cluster", "op.modelcache", "op.top"},
+}
+PURE_ROOMS = {"op.api", "op.cache", "op.pool"}
+CLIENTS = {"kubernetes_asyncio", "kubernetes", "kopf", "aiohttp", "requests", "urllib3", "httpx"}
+
 # Which layer may import which (besides itself). devcluster is dev tooling: on top of everything.
 ALLOWED = {
     "contract": set(),
@@ -23,8 +40,8 @@ ALLOWED = {
     "client": {"contract", "bottom"},
     "runtime": {"contract", "bottom", "scorers"},
     "integrations": {"contract", "bottom", "client", "scorers"},
-    "operator": {"contract"},
-    "devcluster": {"contract", "bottom", "scorers", "client", "runtime", "integrations", "operator", "worker"},
+    **OPERATOR,
+    "devcluster": {"contract", "bottom", "scorers", "client", "runtime", "integrations", "worker", *OPERATOR},
     "worker": set(),  # the package's own __init__: imports nothing
 }
 
@@ -32,7 +49,10 @@ ALLOWED = {
 def layer(module: str) -> str:
     parts = module.split(".")
     if parts[0] == "rewardpool_operator":
-        return "operator"
+        room = parts[1] if len(parts) > 1 else "handlers"
+        if room == "modelcache" and parts[2:3] in (["layout"], ["copier"], []):
+            return "op.cache"
+        return "op." + ("top" if room == "handlers" else room)
     if parts[0] == "rewardpool_devcluster":
         return "devcluster"
     if len(parts) == 1:
@@ -91,6 +111,45 @@ def test_the_layout_is_what_the_readme_says():
 def test_no_import_runs_upward(module):
     bad = {t for t in GRAPH[module] if layer(t) != layer(module) and layer(t) not in ALLOWED[layer(module)]}
     assert not bad, f"{module} ({layer(module)}) imports {sorted(bad)}"
+
+
+def third_party(path: Path) -> set[str]:
+    """The top-level names of everything a file imports that is not of this project."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.add(node.module.split(".")[0])
+    return out - set(ROOTS)
+
+
+OPERATOR_MODULES = sorted(m for m in KNOWN if m.startswith("rewardpool_operator"))
+
+
+def test_every_operator_module_stands_in_a_room():
+    assert {layer(m) for m in OPERATOR_MODULES} <= set(OPERATOR)
+    assert layer("rewardpool_operator.pool.plan") == "op.pool" and layer("rewardpool_operator.handlers") == "op.top"
+    assert layer("rewardpool_operator.modelcache.layout") == "op.cache"
+    assert layer("rewardpool_operator.modelcache.agent") == "op.modelcache"
+
+
+@pytest.mark.parametrize("module", OPERATOR_MODULES)
+def test_pure_rooms_import_no_client_and_only_cluster_calls_the_api(module):
+    clients = third_party(KNOWN[module]) & CLIENTS
+    room = layer(module)
+    if room in PURE_ROOMS:
+        assert not clients, f"{module} is pure ({room}) but imports {sorted(clients)}"
+    if room != "op.cluster":
+        assert not clients & {"kubernetes_asyncio", "kubernetes"}, f"{module} calls the API outside cluster/"
+    if room not in ("op.top", "op.cli"):
+        assert "kopf" not in clients, f"{module}: kopf is the handlers' (and the CLI's, which starts it)"
+
+
+def test_the_room_rules_see_a_client():
+    # The oracle: the cluster room's modules do import the client, and a planted import is seen.
+    assert "kubernetes_asyncio" in third_party(KNOWN["rewardpool_operator.cluster.kube"])
+    assert "kopf" in third_party(KNOWN["rewardpool_operator.handlers"])
 
 
 def test_no_import_cycle():

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from rewardpool_worker.contract import API_VERSION, KIND, POOL_LABEL, SECRET_ARGS
 
+from rewardpool_worker.contract import API_VERSION, KIND, POOL_LABEL, SECRET_ARGS
 
 HASH_LABEL = "rewardpool.io/template-hash"
 COMPONENT_LABEL = "app.kubernetes.io/component"

@@ -10,9 +10,9 @@ import sys
 
 import yaml
 
-from ..pool import sizing, validate
 from ..api.findings import blocks_workers
 from ..api.spec import KIND, Pool, PoolSpec
+from ..pool import sizing, validate
 
 
 def _load_pools(path: str) -> list[dict]:

@@ -7,10 +7,10 @@ import signal
 import sys
 import time
 
-from . import statusview
 from ..cluster.kube import ApiException, api_message
-from ..cluster.statusreads import (CONFIG_ERRORS, CONNECT_ERRORS, ApiClient, all_health, connect, list_pools, pool_events,
-                                   pool_pods, read_pool)
+from ..cluster.statusreads import (CONFIG_ERRORS, CONNECT_ERRORS, ApiClient, all_health, connect, list_pools,
+                                   pool_events, pool_pods, read_pool)
+from . import statusview
 
 CLEAR = "\033[H\033[2J"  # cursor home + clear screen: what `watch` does between frames
 

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 
 from rewardpool_worker.contract import DRAIN_ANNOTATION, WorkerHealth
 
-from ..api.quantity import human
 from ..api.conditions import epoch
+from ..api.quantity import human
 from ..api.reasons import unhealthy
 from ..api.spec import POOL_LABEL, Sizing
 

@@ -10,10 +10,13 @@ import os
 from datetime import datetime, timezone
 
 from kubernetes_asyncio import client, config
-from kubernetes_asyncio.client.exceptions import ApiException  # what every call raises on a refusal: callers take it here
-from rewardpool_worker.contract import GROUP, PLURAL, VERSION, OperatorMetricNames as M
+from kubernetes_asyncio.client.exceptions import ApiException  # every call's refusal; other rooms import it here
 
-from ..modelcache.layout import CACHE_LABEL, PLURAL as CACHE_PLURAL
+from rewardpool_worker.contract import GROUP, PLURAL, VERSION
+from rewardpool_worker.contract import OperatorMetricNames as M
+
+from ..modelcache.layout import CACHE_LABEL
+from ..modelcache.layout import PLURAL as CACHE_PLURAL
 
 log = logging.getLogger("rewardpool.operator")
 NAD = ("k8s.cni.cncf.io", "v1", "network-attachment-definitions")

@@ -15,11 +15,11 @@ from collections.abc import Callable
 
 from rewardpool_worker.contract import OperatorMetricNames as M
 
-from . import metrics as pool_metrics
 from ..cluster.kube import ApiException, Kube
 from ..cluster.podcache import PodCache
-from .reconcile import PoolMemory, reconcile
 from ..cluster.watches import NodeCache
+from . import metrics as pool_metrics
+from .reconcile import PoolMemory, reconcile
 from .workers import HttpWorkerClient, WorkerClient
 
 log = logging.getLogger("rewardpool.operator")

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from rewardpool_worker.contract import control_secret_name
 
 from ..api import reasons as R
-from ..pool.builders import (attachment_ref, control_secret, control_token, disruption_budget, headless_service,
-                       model_caches, model_source, network_attachment, score_service)
 from ..api.findings import Problem
+from ..api.spec import Pool
 from ..cluster.kube import Kube, NadCrdMissing
 from ..modelcache.layout import cache_problem, local_claim, local_volume, source_identity
+from ..pool.builders import (attachment_ref, control_secret, control_token, model_caches, model_source, owned_objects,
+                             score_service_name)
 from ..pool.observed import Network
-from ..api.spec import Pool
 
 PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
 
@@ -95,15 +95,18 @@ async def ensure(kube: Kube, obj: dict, applied: dict[str, Applied]) -> str:
 
 async def ensure_owned(kube: Kube, pool: Pool, generation: int, applied: dict[str, Applied],
                        events: list) -> Owned:
-    """Ensure every owned object; the events to tell are appended to `events` (type, reason, message)."""
-    network = await _ensure_network(kube, pool, applied, events)
-    if await ensure(kube, headless_service(pool), applied) == "created":
-        events.append(("Normal", R.SERVICE_CREATED, f"created headless service {pool.name}-workers"))
-    if await ensure(kube, score_service(pool), applied) == "created":
-        events.append(("Normal", R.SERVICE_CREATED, f"created scoring service {pool.name}-score (HTTP POST "
-                       "/v1/score on its Ready workers)"))
-    if await ensure(kube, disruption_budget(pool), applied) == "created":
-        events.append(("Normal", R.DISRUPTION_BUDGET_CREATED, f"created PodDisruptionBudget {pool.name}"))
+    """Ensure every owned object, each built, read, decided and written in one pass; the events to tell are
+    appended to `events` (type, reason, message)."""
+    nad_crd_missing = False
+    for obj in owned_objects(pool):
+        try:
+            action = await ensure(kube, obj, applied)
+        except NadCrdMissing:
+            nad_crd_missing = True
+            continue
+        if (said := _said(pool, obj, action)) is not None:
+            events.append(said)
+    network = NO_NAD_CRD if nad_crd_missing else await _network(kube, pool)
     token, token_problem = await _ensure_control_token(kube, pool, events)
     cache_problem_, copies = await _model_caches(kube, pool, applied, events)
     problems = [x for x in (token_problem, await _pod_security(kube, pool), await _tenant_tokens(kube, pool),
@@ -112,27 +115,41 @@ async def ensure_owned(kube: Kube, pool: Pool, generation: int, applied: dict[st
     return Owned(network, token, problems, generation, time.monotonic(), copies)
 
 
-async def _ensure_network(kube: Kube, pool: Pool, applied: dict[str, Applied], events: list) -> Network:
+def _said(pool: Pool, obj: dict, action: str) -> tuple[str, str, str] | None:
+    """The event an apply is told by: each object's creation, and an attachment's update too."""
+    kind, name = obj["kind"], obj["metadata"]["name"]
+    if kind == "NetworkAttachmentDefinition" and action != "unchanged":
+        reason = R.NETWORK_ATTACHMENT_CREATED if action == "created" else R.NETWORK_ATTACHMENT_UPDATED
+        master = pool.spec.network.ipvlan.master
+        return "Normal", reason, f"{action} ipvlan attachment {pool.namespace}/{name} on {master}"
+    if action != "created":
+        return None
+    if kind == "PodDisruptionBudget":
+        return "Normal", R.DISRUPTION_BUDGET_CREATED, f"created PodDisruptionBudget {name}"
+    if name == score_service_name(pool):
+        return "Normal", R.SERVICE_CREATED, f"created scoring service {name} (HTTP POST /v1/score on its Ready workers)"
+    return "Normal", R.SERVICE_CREATED, f"created headless service {name}"
+
+
+NO_NAD_CRD = Network(False, R.NETWORK_ATTACHMENT_CRD_MISSING,
+                     "the cluster has no NetworkAttachmentDefinition CRD (k8s.cni.cncf.io/v1): install Multus; "
+                     "worker pods are not created until the RoCE network can be attached")
+
+
+async def _network(kube: Kube, pool: Pool) -> Network:
+    """The RoCE network: none asked for, the operator's own attachment (applied above), or one the pool names."""
     ref = attachment_ref(pool)
     if ref is None:
         return Network(True, R.POD_NETWORK_ONLY, "no RoCE attachment requested")
-    nad = network_attachment(pool)
+    if pool.spec.network.ipvlan is not None:
+        return Network(True, R.ATTACHMENT_READY, f"ipvlan on {pool.spec.network.ipvlan.master} ({ref[0]}/{ref[1]})")
     try:
-        if nad is not None:
-            action = await ensure(kube, nad, applied)
-            master = pool.spec.network.ipvlan.master
-            if action != "unchanged":
-                reason = R.NETWORK_ATTACHMENT_CREATED if action == "created" else R.NETWORK_ATTACHMENT_UPDATED
-                events.append(("Normal", reason, f"{action} ipvlan attachment {ref[0]}/{ref[1]} on {master}"))
-            return Network(True, R.ATTACHMENT_READY, f"ipvlan on {master} ({ref[0]}/{ref[1]})")
         if await kube.get_nad(*ref) is None:
             return Network(False, R.ATTACHMENT_NOT_FOUND,
                            f"NetworkAttachmentDefinition {ref[0]}/{ref[1]} named in network.attachment does not exist")
-        return Network(True, R.ATTACHMENT_READY, f"existing attachment {ref[0]}/{ref[1]}")
     except NadCrdMissing:
-        return Network(False, R.NETWORK_ATTACHMENT_CRD_MISSING,
-                       "the cluster has no NetworkAttachmentDefinition CRD (k8s.cni.cncf.io/v1): install Multus; "
-                       "worker pods are not created until the RoCE network can be attached")
+        return NO_NAD_CRD
+    return Network(True, R.ATTACHMENT_READY, f"existing attachment {ref[0]}/{ref[1]}")
 
 
 async def _ensure_control_token(kube: Kube, pool: Pool, events: list) -> tuple[str | None, Problem | None]:

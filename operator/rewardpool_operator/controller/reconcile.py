@@ -21,22 +21,21 @@ from pydantic import ValidationError
 from rewardpool_worker.contract import DRAIN_ANNOTATION, SHADOW_ANNOTATION
 
 from ..api import conditions as C
-from ..pool import datapath
-from ..pool import podstatus
-from . import metrics as pool_metrics
 from ..api import reasons as R
+from ..api.findings import blocks_workers
+from ..api.spec import Pool
+from ..cluster.kube import ApiException, Kube, api_message
+from ..cluster.podcache import CREATE, DELETE, DRAIN, PodCache
+from ..pool import datapath, podstatus
 from ..pool import sizing as sizing_mod
 from ..pool import status as status_mod
 from ..pool import validate
 from ..pool.builders import attachment_ref, pod_template, template_hash
-from ..api.findings import blocks_workers
-from ..cluster.kube import ApiException, Kube, api_message
 from ..pool.observed import History, Observed, Signals
-from .owned import Applied, Owned, ensure_owned
 from ..pool.plan import Plan, plan
-from ..cluster.podcache import CREATE, DELETE, DRAIN, PodCache
 from ..pool.rollout import is_ready, pod_ip
-from ..api.spec import Pool
+from . import metrics as pool_metrics
+from .owned import Applied, Owned, ensure_owned
 from .workers import WorkerClient
 
 log = logging.getLogger("rewardpool.operator")

@@ -13,9 +13,9 @@ from typing import Protocol
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from rewardpool_worker.contract import (ACTIVE_GROUPS_METRIC, DRAIN_PATH, HEALTH_PATH, HTTP_PORT,
-                                        MASTER_METRICS_PATH, METRICS_PATH, PENDING_BYTES_METRIC, PROMOTE_PATH,
-                                        QUEUE_DEPTH_METRIC, SCORE_METRIC, STORE_READS_METRIC, SEGMENTS_DETAIL_PATH, WorkerHealth,
+from rewardpool_worker.contract import (ACTIVE_GROUPS_METRIC, DRAIN_PATH, HEALTH_PATH, HTTP_PORT, MASTER_METRICS_PATH,
+                                        METRICS_PATH, PENDING_BYTES_METRIC, PROMOTE_PATH, QUEUE_DEPTH_METRIC,
+                                        SCORE_METRIC, SEGMENTS_DETAIL_PATH, STORE_READS_METRIC, WorkerHealth,
                                         control_header, segment_used)
 
 from ..pool.observed import Signals

@@ -16,11 +16,11 @@ from pathlib import Path
 
 from ..cluster.agentapi import AgentKube, ApiClient, connected
 from ..cluster.kube import ApiException
-from .layout import (AGENT_MARKER, API_VERSION, CACHE_LABEL, COPY_REASONS, KIND, NODE_LABEL_PREFIX,
-                         READY, Copies, CopyPod, DiskState, copies_in_use, copy_dir, copy_label, copy_pod, data_dir,
-                         node_label, node_selector, parse_copy_label, partial_dir, plan_copies, plan_node,
-                         progress_file, ready_file, selects, source_identity)
 from .copier import intact, read_ready
+from .layout import (AGENT_MARKER, API_VERSION, CACHE_LABEL, COPY_REASONS, KIND, NODE_LABEL_PREFIX, READY, Copies,
+                     CopyPod, DiskState, copies_in_use, copy_dir, copy_label, copy_pod, data_dir, node_label,
+                     node_selector, parse_copy_label, partial_dir, plan_copies, plan_node, progress_file, ready_file,
+                     selects, source_identity)
 
 log = logging.getLogger("rewardpool.agent")
 

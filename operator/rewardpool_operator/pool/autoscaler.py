@@ -22,8 +22,8 @@ import math
 from dataclasses import dataclass, field
 
 from ..api import reasons as R
-from .observed import History, Signals
 from ..api.spec import Autoscaling
+from .observed import History, Signals
 
 TOLERANCE = 0.1
 PRESSURE = 0.8

@@ -2,23 +2,24 @@
 `rewardpool render` prints exactly these; the reconciler applies exactly these."""
 from __future__ import annotations
 
-import copy
 import base64
+import copy
 import hashlib
 import json
 
-from rewardpool_worker.contract import (ANNOTATIONS_FILE, CONTROL_SECRET_KEY, CONTROL_TOKEN_DIR, ENV_VAR,
-                                        HEALTH_PATH, HTTP_PORT, MODELS_ROOT, READY_PATH, ROCE_INTERFACE, SCORE_PORT_NAME,
-                                        SCORER_VERSION_LABEL, TENANTS_DIR, RayConfig, ScorerConfig, StoreConfig, TenantConfig,
-                                        WorkerConfig, api_key_env, control_secret_name, score_service_name as service_for,
-                                        termination_grace_seconds)
+from rewardpool_worker.contract import (ANNOTATIONS_FILE, CONTROL_SECRET_KEY, CONTROL_TOKEN_DIR, ENV_VAR, HEALTH_PATH,
+                                        HTTP_PORT, MODELS_ROOT, READY_PATH, ROCE_INTERFACE, SCORE_PORT_NAME,
+                                        SCORER_VERSION_LABEL, TENANTS_DIR, RayConfig, ScorerConfig, StoreConfig,
+                                        TenantConfig, WorkerConfig, api_key_env, control_secret_name)
+from rewardpool_worker.contract import score_service_name as service_for
+from rewardpool_worker.contract import termination_grace_seconds
 
+from ..api.quantity import format_bytes
+from ..api.spec import COMPONENT_LABEL, HASH_LABEL, MANAGED_BY, WORKER_CONTAINER, ModelSource, Pool
 from ..modelcache.layout import claim_name, pool_affinity
 from .podsecurity import RESTRICTED
-from ..api.quantity import format_bytes
-from .sizing import SizingResult
 from .rollout import max_unavailable
-from ..api.spec import COMPONENT_LABEL, HASH_LABEL, MANAGED_BY, WORKER_CONTAINER, ModelSource, Pool
+from .sizing import SizingResult
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 IPC_LOCK = "IPC_LOCK"  # the one capability a worker has: the store pins its segment and read buffer with it
@@ -111,6 +112,13 @@ def disruption_budget(pool: Pool) -> dict:
     return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": _meta(pool, pool.name, "workers"),
             "spec": {"maxUnavailable": max_unavailable(pool.spec.replicas),
                      "selector": {"matchLabels": {**pool.selector, COMPONENT_LABEL: "worker"}}}}
+
+
+def owned_objects(pool: Pool) -> list[dict]:
+    """What a pool owns besides its pods and its control Secret, all applied alike (server-side apply): its ipvlan
+    attachment (when it asks the operator for one), its headless and scoring Services, its PodDisruptionBudget."""
+    return [o for o in (network_attachment(pool), headless_service(pool), score_service(pool), disruption_budget(pool))
+            if o is not None]
 
 
 # ---- control token -------------------------------------------------------------------------------------------

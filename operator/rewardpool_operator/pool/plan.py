@@ -1,40 +1,44 @@
 """The reconcile's decision, pure: what the operator observed in, the writes to make out. No I/O here, so
 every branch people change (lost pods, rolls, scale-ins, drains, blocking findings) is a table test.
 
-A plan is made in steps, each its own function over one `_Pass` (the pods, what is already marked, the hold):
-1. the roll's phase (`roll.step`): none, Shadow or Replacing, and what that phase may do (`roll.ALLOWED`);
-2. lost workers (Failed, Succeeded/evicted, on a node gone or NotReady past NODE_LOST_SECONDS) are deleted
-   and replaced; they never count as workers;
-3. a worker whose store reads fail while its peers' succeed (`datapath.broken`) is marked for draining;
-4. a surplus of serving workers is marked for draining, in `rollout.removal_order`;
-5. missing workers are created: of the wanted template, or in the Shadow phase copies of an old worker;
-6. stale workers (another template) are marked for draining, when the phase allows: the ones not Ready at
+A plan is a list of named steps (STEPS, at the end), each a function over one `_Pass` (what was observed, sorted
+once; the serving workers not yet marked to leave; the hold; the plan being made):
+1. sort the pods: terminating, lost, draining, shadows, stale;
+2. the roll's phase (`roll.step`): none, Shadow or Replacing, what that phase may do (`roll.ALLOWED`), what serves
+   in it, the versions with pinned caller groups, and the one hold (`roll.Hold`);
+3. lost workers (Failed, Succeeded/evicted, on a node gone or NotReady past NODE_LOST_SECONDS) are deleted and
+   replaced (a pinned version's last one by a copy of itself); they never count as workers;
+4. a worker whose store reads fail while its peers' succeed (`datapath.broken`) is marked for draining;
+5. a surplus of serving workers is marked for draining, in `rollout.removal_order`;
+6. missing workers are created: of the wanted template, or in the Shadow phase copies of an old worker;
+7. stale workers (another template) are marked for draining, when the phase allows: the ones not Ready at
    once, the Ready ones while the unavailability budget allows;
-7. workers already draining are deleted when `drain.verdict` says nothing is lost;
-8. the built-in autoscaler's new size, if any, is written through /scale.
-Every removal of a serving worker (3, 4, 6, and the replacement in 2) asks the one hold (`roll.Hold`), so none
-removes the last worker of a version that caller groups are pinned to. Nothing but the cleanup of lost workers
-and 8 happens while a blocking finding stands or the RoCE network is missing."""
+8. workers already draining are deleted when `drain.verdict` says nothing is lost;
+9. what status counts; then the built-in autoscaler's new size, if any, written through /scale.
+Every removal of a serving worker (4, 5, 7, and the replacement in 3) asks the one hold, so none removes the last
+worker of a version that caller groups are pinned to. While a blocking finding stands or the RoCE network is
+missing only the steps marked `while_blocked` run: the pods sorted, the roll's record kept, lost workers cleaned
+up, the counts."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rewardpool_worker.contract import (DRAIN_ANNOTATION, EXPECTED_OUTPUTS_ANNOTATION, SCORER_VERSION_LABEL,
                                         SHADOW_ANNOTATION, Agreement, parse_expected_outputs, version_label)
 
 from ..api import conditions as C
-from . import datapath
-from . import drain as drain_mod
-from . import autoscaler
 from ..api import reasons as R
-from .autoscaler import Decision
-from .observed import Network, Observed
-from . import roll as roll_mod
-from .builders import copy_of
-from .rollout import is_ready, pod_ip, removal_order, roll_allowance
 from ..api.findings import Problem
-from .sizing import SizingResult
 from ..api.spec import HASH_LABEL, Pool
+from . import autoscaler, datapath
+from . import drain as drain_mod
+from . import roll as roll_mod
+from .autoscaler import Decision
+from .builders import copy_of
+from .observed import Network, Observed
+from .rollout import is_ready, pod_ip, removal_order, roll_allowance
+from .sizing import SizingResult
 
 NODE_LOST_SECONDS = 60.0  # a node NotReady or Unknown this long: its workers are replaced
 STUCK_TERMINATING_SECONDS = 30.0  # past its grace period, a terminating pod no longer holds up a roll
@@ -168,10 +172,28 @@ def _fmt(x: float | None, spec: str = ".3f") -> str:
 
 @dataclass
 class _Pass:
-    """One plan's working state: the serving workers not yet marked to leave, and the hold every removal asks."""
-    serving: list[dict]
-    hold: roll_mod.Hold
+    """One plan's working state: what was observed, sorted once by the first step; the serving workers not yet
+    marked to leave and the hold every removal asks (set by the roll's step); and the plan being made."""
+    pool: Pool
+    sizing: SizingResult
+    template: dict
+    want_hash: str
+    observed: Observed
+    old_status: dict
     p: Plan
+    terminating: list[dict] = field(default_factory=list)
+    lost: list[tuple[dict, str]] = field(default_factory=list)  # (pod, why)
+    draining: list[dict] = field(default_factory=list)
+    started_at: dict[str, float] = field(default_factory=dict)  # draining pod -> when its drain began
+    want_version: str = "unknown"
+    mine: list[dict] = field(default_factory=list)  # shadows of the wanted template
+    old_shadows: list[dict] = field(default_factory=list)  # shadows of another: they serve nothing
+    stale: list[dict] = field(default_factory=list)  # unmarked workers of another template
+    against: list[str] = field(default_factory=list)  # the versions a roll compares with
+    acting: str | None = None  # the phase this pass acts in
+    allowed: roll_mod.Allowed | None = None
+    serving: list[dict] = field(default_factory=list)
+    hold: roll_mod.Hold | None = None
 
     def left(self, version: str) -> int:
         return sum(1 for x in self.serving if _version(x) == version)
@@ -287,33 +309,53 @@ def _phase_key(record: dict | None) -> tuple:
     return r.get("to"), r.get("phase"), r.get("phaseSince")
 
 
+@dataclass(frozen=True)
+class PlanStep:
+    name: str
+    run: Callable[[_Pass], None]
+    while_blocked: bool = False  # also runs while a blocking finding stands or the network is missing
+
+
 def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, observed: Observed,
          blocking: bool, network: Network, old_status: dict) -> Plan:
     p = Plan(template=template, want_hash=want_hash, managed=network.ok and not blocking)
-    spec, now = pool.spec, observed.now
+    pas = _Pass(pool=pool, sizing=sizing, template=template, want_hash=want_hash, observed=observed,
+                old_status=old_status, p=p)
+    for step in STEPS:
+        if p.managed or step.while_blocked:
+            step.run(pas)
+    return p
+
+
+def _sort_pods(pas: _Pass) -> None:
+    """The pods by what they are: terminating, lost, draining, shadows (of the wanted template or another), stale."""
+    p, observed, want_hash, now = pas.p, pas.observed, pas.want_hash, pas.observed.now
     p.hint = parse_expected_outputs(observed.annotations.get(EXPECTED_OUTPUTS_ANNOTATION), now)
-    replicas = spec.replicas
-    terminating = [x for x in observed.pods if x["metadata"].get("deletionTimestamp")]
+    pas.terminating = [x for x in observed.pods if x["metadata"].get("deletionTimestamp")]
     live = [x for x in observed.pods if not x["metadata"].get("deletionTimestamp")]
-    lost = [(x, why) for x in live if (why := lost_reason(x, observed.nodes, now))]
+    pas.lost = lost = [(x, why) for x in live if (why := lost_reason(x, observed.nodes, now))]
     lost_names = {_name(x) for x, _ in lost}
     active = [x for x in live if _name(x) not in lost_names]
-    draining = [x for x in active if DRAIN_ANNOTATION in (x["metadata"].get("annotations") or {})]
-    started_at = {_name(x): C.epoch(x["metadata"]["annotations"][DRAIN_ANNOTATION]) or now for x in draining}
-    p.oldest_drain_seconds = max((now - t for t in started_at.values()), default=0.0)
-    per_worker = observed.signals.per_worker
-    want_version = (template["metadata"].get("labels") or {}).get(SCORER_VERSION_LABEL, "unknown")
+    pas.draining = draining = [x for x in active if DRAIN_ANNOTATION in (x["metadata"].get("annotations") or {})]
+    pas.started_at = {_name(x): C.epoch(x["metadata"]["annotations"][DRAIN_ANNOTATION]) or now for x in draining}
+    p.oldest_drain_seconds = max((now - t for t in pas.started_at.values()), default=0.0)
+    pas.want_version = (pas.template["metadata"].get("labels") or {}).get(SCORER_VERSION_LABEL, "unknown")
     up = [x for x in active if x not in draining]
-    mine = [x for x in up if _marked(x) and _hash(x) == want_hash]
-    old_shadows = [x for x in up if _marked(x) and _hash(x) != want_hash]  # serve nothing: they go at once
-    unmarked = [x for x in up if not _marked(x)]
-    stale = [x for x in unmarked if _hash(x) != want_hash]
+    pas.mine = [x for x in up if _marked(x) and _hash(x) == want_hash]
+    pas.old_shadows = [x for x in up if _marked(x) and _hash(x) != want_hash]  # serve nothing: they go at once
+    pas.serving = unmarked = [x for x in up if not _marked(x)]
+    pas.stale = [x for x in unmarked if _hash(x) != want_hash]
 
-    # 1. the roll's phase
+
+def _roll_phase(pas: _Pass) -> None:
+    """The roll's phase (`roll.step`), what serves in it, the versions with pinned groups and the one hold."""
+    p, spec, observed, old_status = pas.p, pas.pool.spec, pas.observed, pas.old_status
+    want_hash, want_version, stale, mine, now = pas.want_hash, pas.want_version, pas.stale, pas.mine, observed.now
+    unmarked = pas.serving
     # a lost old worker keeps the roll open for its pass: a pinned version's last one is replaced by a copy, and
     # a shadow phase still has its version to compare against (the copy), so losing every old worker never
     # skips the shadow gate
-    lost_stale = [x for x, _ in lost if _hash(x) != want_hash and not _marked(x)]
+    lost_stale = [x for x, _ in pas.lost if _hash(x) != want_hash and not _marked(x)]
     old = roll_mod.recorded(old_status, want_hash)
     against = list((old or {}).get("from") or sorted({_version(x) for x in stale + lost_stale} - {want_version}))
     agreement = _agreement(mine, observed.health, against)
@@ -345,30 +387,36 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
         if pins:
             p.roll["pins"] = {v: C.now(t) for v, t in sorted(pins.items())}
     p.pins = pins
-    pas = _Pass(serving=list(serving), p=p,
-                hold=roll_mod.Hold(spec.rollout.maxVersionSkewSeconds, window, pins, now, counts=reported))
+    pas.against, pas.acting, pas.allowed, pas.serving = against, acting, roll_mod.ALLOWED[acting], list(serving)
+    pas.hold = roll_mod.Hold(spec.rollout.maxVersionSkewSeconds, window, pins, now, counts=reported)
     if p.managed:
-        _shadow_report(pool, p, st, mine, stale, against, agreement, want_hash, want_version, old_status, now)
+        _shadow_report(pas.pool, p, st, mine, stale, against, agreement, want_hash, want_version, old_status, now)
 
-    # 2. lost workers: dead either way, so cleaned up even while the pool is blocked (not replaced then)
-    for pod, why in lost:
+
+def _lost_workers(pas: _Pass) -> None:
+    """Lost workers are dead either way: deleted even while the pool is blocked (and not replaced then)."""
+    p = pas.p
+    for pod, why in pas.lost:
         p.delete.append((_name(pod), "Warning", R.WORKER_LOST, f"worker pod {_name(pod)} {why}"
                          + ("; replacing it" if p.managed else "")))
-    if not p.managed:
-        p.draining = len(draining)
-        _count(p, pas.serving, want_hash)
-        return p
-    allowed = roll_mod.ALLOWED[acting]
-    for pod, _ in lost:  # a pinned version's last worker is replaced by a copy of itself
+
+
+def _pinned_lost_copied(pas: _Pass) -> None:
+    """A pinned version's lost last worker is replaced by a copy of itself (the others by step 'missing')."""
+    p, want_hash, template, allowed = pas.p, pas.want_hash, pas.template, pas.allowed
+    for pod, _ in pas.lost:
         v = _version(pod)
         if _hash(pod) != want_hash and not _marked(pod) and allowed.create_from == "new" \
                 and pas.hold.keeps(v, pas.left(v) + 1, _name(pod)):
             p.create_like.append(copy_of(pod, template))
 
-    # 3. a worker whose store reads fail while its peers' succeed: its data path is broken; it drains and is
-    # replaced (step 4), unless the hold keeps it (the last worker of a pinned version)
+
+def _broken_data_paths(pas: _Pass) -> None:
+    """A worker whose store reads fail while its peers' succeed: its data path is broken; it drains and is
+    replaced (step 'missing'), unless the hold keeps it (the last worker of a pinned version)."""
+    p = pas.p
     by_ip = {pod_ip(x): x for x in pas.serving if pod_ip(x)}
-    for ip, why in sorted(datapath.broken(observed.reads).items()):
+    for ip, why in sorted(datapath.broken(pas.observed.reads).items()):
         pod = by_ip.get(ip)
         if pod is None:
             continue
@@ -377,37 +425,48 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
                                   + ("the roll's hold keeps it for now" if kept else "draining it and starting a "
                                      "replacement")))
 
-    # 4. surplus
-    for pod in old_shadows:
+
+def _surplus(pas: _Pass) -> None:
+    """Shadows of a template no longer wanted, and serving workers past spec.replicas, in removal order."""
+    p, replicas, want_hash = pas.p, pas.pool.spec.replicas, pas.want_hash
+    for pod in pas.old_shadows:
         p.drain.append((_name(pod), "a shadow of a template no longer wanted"))
     if replicas == 0:  # a pool scaled to zero keeps no shadow either
-        p.drain += [(_name(x), "scale in") for x in mine if x not in serving]
+        p.drain += [(_name(x), "scale in") for x in pas.mine if x not in pas.serving]
     surplus = len(pas.serving) + len(p.create_like) - replicas
-    for pod in removal_order(pas.serving, want_hash, per_worker):
+    for pod in removal_order(pas.serving, want_hash, pas.observed.signals.per_worker):
         if surplus <= 0:
             break
         surplus -= pas.remove(pod, "scale in")
 
-    # 5. missing workers: of the wanted template, or in the Shadow phase copies of the serving version's
+
+def _missing_workers(pas: _Pass) -> None:
+    """Missing workers: of the wanted template, or in the Shadow phase copies of the serving version's; and the
+    shadow worker of a roll that wants one."""
+    p, replicas, want_hash, allowed = pas.p, pas.pool.spec.replicas, pas.want_hash, pas.allowed
     missing = max(replicas - len(pas.serving) - len(p.create_like), 0)
     if allowed.create_from == "new":
         p.create = missing
     elif missing:
-        source = _copy_source(observed.pods, want_hash, against)
+        source = _copy_source(pas.observed.pods, want_hash, pas.against)
         if source is not None:
-            p.create_like += [copy_of(source, template) for _ in range(missing)]
+            p.create_like += [copy_of(source, pas.template) for _ in range(missing)]
         else:
             p.problems.append(Problem(R.SHADOW_STALLED, f"{missing} worker(s) missing and no worker of the serving "
-                                      f"version {', '.join(against)} left to copy; set spec.rollout.shadow to false "
-                                      "to promote the new version, or revert the spec"))
-    if allowed.shadow and not mine and replicas > 0:
+                                      f"version {', '.join(pas.against)} left to copy; set spec.rollout.shadow to "
+                                      "false to promote the new version, or revert the spec"))
+    if allowed.shadow and not pas.mine and replicas > 0:
         p.create_shadow = 1
 
-    # 6. the roll's drains, within the budget, when the phase allows them
-    if allowed.drain_stale:
-        holding = [x for x in terminating if not stuck_terminating(x, observed.nodes, now)]
+
+def _roll_drains(pas: _Pass) -> None:
+    """The roll's drains of stale workers, within the unavailability budget, when the phase allows them."""
+    p, replicas, want_hash, observed = pas.p, pas.pool.spec.replicas, pas.want_hash, pas.observed
+    if pas.allowed.drain_stale:
+        holding = [x for x in pas.terminating if not stuck_terminating(x, observed.nodes, observed.now)]
         # Workers about to be created count as unavailable: a roll never outruns its replacements.
-        unavailable = (sum(1 for x in pas.serving if not is_ready(x)) + len(draining) + len(p.drain) + len(holding)
+        unavailable = (sum(1 for x in pas.serving if not is_ready(x)) + len(pas.draining) + len(p.drain)
+                       + len(holding)
                        + p.create + len(p.create_like))
         # Stale workers that serve nothing (image pull failures, crash loops, unschedulable) go first and outside
         # the budget, as a Deployment scales down its unavailable old pods: a rollback from a bad template never
@@ -416,17 +475,20 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
             pas.remove(pod, "spec changed; it was not Ready")
         budget = roll_allowance(replicas, unavailable)
         for pod in removal_order([x for x in pas.serving if _hash(x) != want_hash and is_ready(x)], want_hash,
-                                 per_worker):
+                                 observed.signals.per_worker):
             if budget <= 0:
                 break
             budget -= pas.remove(pod, "spec changed")
     p.held = "; ".join(dict.fromkeys(pas.hold.said))
 
-    # 7. drains that have ended
-    for pod in draining:
+
+def _ended_drains(pas: _Pass) -> None:
+    """Workers already draining are deleted when `drain.verdict` says nothing is lost; a stuck drain is said."""
+    p, spec, observed, now = pas.p, pas.pool.spec, pas.observed, pas.observed.now
+    for pod in pas.draining:
         name = _name(pod)
-        v = drain_mod.verdict(name, observed.health.get(name), sizing.per_worker_bytes > 0,
-                              observed.segment_used.get(name), now - started_at[name], spec.drainTimeoutSeconds,
+        v = drain_mod.verdict(name, observed.health.get(name), pas.sizing.per_worker_bytes > 0,
+                              observed.segment_used.get(name), now - pas.started_at[name], spec.drainTimeoutSeconds,
                               observed.unreachable_for.get(name, 0.0), is_ready(pod),
                               usage_watched=spec.store.metricsAddress is not None)
         if v.action == "delete":
@@ -434,23 +496,13 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
                              f"deleted worker pod {name} ({v.reason}): {v.message}"))
         elif v.action == "stuck":
             p.problems.append(Problem(v.reason, v.message))
-    draining_left = len(draining) - sum(1 for n, *_ in p.delete if n in {_name(x) for x in draining})
-    p.draining = draining_left + len(p.drain)
-    _count(p, pas.serving, want_hash)
-
-    # 8. the built-in autoscaler
-    auto = spec.autoscaling
-    if auto is not None and auto.enabled:
-        starting = sum(1 for x in pas.serving if not is_ready(x)) + p.create + len(p.create_like)
-        obs = autoscaler.ScalingInputs(replicas=replicas, counted=p.active, starting=starting, hint=p.hint,
-                                       sizing_min=sizing.min_replicas_for_registration,
-                                       high_watermark=spec.sizing.highWatermark if spec.sizing else 0.9)
-        p.scale = autoscaler.decide(auto, obs, observed.signals, observed.history, now)
-    return p
 
 
-def _count(p: Plan, serving: list[dict], want_hash: str) -> None:
+def _counts(pas: _Pass) -> None:
     """What status reports of the workers that stay (and those about to be created)."""
+    p, serving, want_hash = pas.p, pas.serving, pas.want_hash
+    deleted = {n for n, *_ in p.delete}
+    p.draining = sum(1 for x in pas.draining if _name(x) not in deleted) + len(p.drain)
     p.active = len(serving) + (p.create + len(p.create_like) if p.managed else 0)
     p.ready = sum(1 for x in serving if is_ready(x))
     p.stale = sum(1 for x in serving if _hash(x) != want_hash) + len(p.create_like)
@@ -459,3 +511,32 @@ def _count(p: Plan, serving: list[dict], want_hash: str) -> None:
                if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"]
     if unsched:
         p.unschedulable = f"{len(unsched)} pod(s) unschedulable: {unsched[0].get('message', '')}"
+
+
+def _autoscale(pas: _Pass) -> None:
+    """The built-in autoscaler's new size, if any (written through /scale)."""
+    p, spec, sizing = pas.p, pas.pool.spec, pas.sizing
+    auto = spec.autoscaling
+    if auto is not None and auto.enabled:
+        starting = sum(1 for x in pas.serving if not is_ready(x)) + p.create + len(p.create_like)
+        obs = autoscaler.ScalingInputs(replicas=spec.replicas, counted=p.active, starting=starting, hint=p.hint,
+                                       sizing_min=sizing.min_replicas_for_registration,
+                                       high_watermark=spec.sizing.highWatermark if spec.sizing else 0.9)
+        p.scale = autoscaler.decide(auto, obs, pas.observed.signals, pas.observed.history, pas.observed.now)
+
+
+# The plan, in order. Each step reads what the ones before it left in the pass; every removal of a serving worker
+# asks the hold the roll's step made.
+STEPS = (
+    PlanStep("sort the pods", _sort_pods, while_blocked=True),
+    PlanStep("the roll's phase", _roll_phase, while_blocked=True),
+    PlanStep("lost workers", _lost_workers, while_blocked=True),
+    PlanStep("a pinned version's lost worker copied", _pinned_lost_copied),
+    PlanStep("broken data paths", _broken_data_paths),
+    PlanStep("surplus", _surplus),
+    PlanStep("missing workers", _missing_workers),
+    PlanStep("the roll's drains", _roll_drains),
+    PlanStep("ended drains", _ended_drains),
+    PlanStep("counts", _counts, while_blocked=True),
+    PlanStep("the autoscaler", _autoscale),
+)

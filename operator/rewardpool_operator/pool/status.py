@@ -6,13 +6,14 @@ import time
 
 from ..api import conditions as C
 from ..api import reasons as R
+from ..api.findings import Problem
+from ..api.quantity import format_bytes
+from ..api.spec import Pool
 from .observed import Network, Signals
 from .plan import Plan
-from ..api.quantity import format_bytes
 from .roll import SHADOW
-from ..api.findings import Problem
 from .sizing import SizingResult
-from ..api.spec import Pool
+
 
 def _progress(p: Plan, old: dict | None, now: float) -> dict:
     """When the workers last changed (created, Ready, replaced, drained): the clock of the progress deadline."""

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from rewardpool_worker.contract import BUILTIN_SCORERS
 
-from . import podsecurity
 from ..api import reasons as R
+from ..api.findings import Problem
+from ..api.spec import COMPONENT_LABEL, HASH_LABEL, POOL_LABEL, WORKER_CONTAINER, PoolSpec
+from . import podsecurity
 from .builders import CONTRACT_ENV, IPC_LOCK, MODEL_VOLUME_PREFIX, OWNED_VOLUMES, OWNED_WORKER_FIELDS
 from .placement import nodes_that_fit
-from ..api.findings import Problem
 from .sizing import SizingResult
-from ..api.spec import COMPONENT_LABEL, HASH_LABEL, POOL_LABEL, WORKER_CONTAINER, PoolSpec
 
 # Labels the operator selects and tells pods apart by: a podTemplate must not set them (a pod relabelled to
 # another pool is never seen again, and the operator would create pods without end).
