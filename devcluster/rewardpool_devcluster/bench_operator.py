@@ -73,7 +73,7 @@ def _baseline(name: str, workers: int) -> list[dict]:
     (same specs, selecting the ReplicaSet's pods) and a ReplicaSet of the very pod the operator renders
     (owner reference and identity label aside), so both paths give the control plane the same objects and
     the same pods to handle."""
-    from rewardpool_operator.pool import builders, sizing
+    from rewardpool_operator.pool import builders, owned, sizing
     from rewardpool_operator.api.spec import Pool
 
     p = Pool.from_object({**_pool_body(name, workers), "metadata": {"name": name, "namespace": "baseline"}})
@@ -84,7 +84,7 @@ def _baseline(name: str, workers: int) -> list[dict]:
     spec["volumes"] = [v for v in spec["volumes"] if v["name"] != "control"]  # no Secret in this namespace
     spec["containers"][0]["volumeMounts"] = [m for m in spec["containers"][0]["volumeMounts"] if m["name"] != "control"]
     spec["topologySpreadConstraints"][0]["labelSelector"] = {"matchLabels": selector}
-    svc, pdb = builders.headless_service(p), builders.disruption_budget(p)
+    svc, pdb = owned.headless_service(p), owned.disruption_budget(p)
     for obj in (svc, pdb):
         obj["metadata"] = {"name": obj["metadata"]["name"]}
         obj["spec"]["selector"] = selector if obj is svc else {"matchLabels": selector}

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from rewardpool_operator.pool import builders, sizing, validate
+from rewardpool_operator.pool import builders, owned, sizing, validate
 from rewardpool_operator.pool.placement import nodes_that_fit
 from rewardpool_operator.api.spec import HASH_LABEL, Pool
 from rewardpool_worker.contract import ENV_VAR, WorkerConfig
@@ -16,12 +16,12 @@ def render(p: Pool):
 
 
 def test_nad_is_ipvlan_on_the_bond():
-    nad = builders.network_attachment(pool())
+    nad = owned.network_attachment(pool())
     cfg = json.loads(nad["spec"]["config"])
     assert cfg == {"cniVersion": "0.3.1", "name": "p-roce", "type": "ipvlan", "master": "bond0", "mode": "l2",
                    "mtu": 4200, "ipam": {"type": "whereabouts", "range": "192.168.9.0/24"}}
     assert nad["metadata"]["ownerReferences"][0]["uid"] == "u-1"
-    assert builders.network_attachment(pool(network={})) is None
+    assert owned.network_attachment(pool(network={})) is None
 
 
 def test_pod_lands_on_rdma_nodes_with_ipc_lock_and_nothing_privileged():
@@ -327,7 +327,7 @@ def test_a_copy_of_an_old_worker_is_that_worker_as_it_was_created_not_as_it_ran(
 def test_the_scoring_service_routes_http_to_ready_workers_only():
     """The pool's front door: a ClusterIP Service on the workers' http port, selecting this pool's workers; not
     publishing not-Ready addresses, so a draining or shadow worker (not Ready) gets no HTTP call."""
-    from rewardpool_operator.pool.builders import headless_service, score_service
+    from rewardpool_operator.pool.owned import headless_service, score_service
     from rewardpool_worker.contract import HTTP_PORT
 
     p = pool()

@@ -1,7 +1,7 @@
 """The control credential: who may drain a worker (pure code: the token check and the builders)."""
 import base64
 
-from rewardpool_operator.pool import builders, sizing
+from rewardpool_operator.pool import builders, owned, sizing
 from rewardpool_worker.contract import CONTROL_TOKEN_DIR, CONTROL_TOKEN_FILE, control_header
 from rewardpool_worker.runtime.control import ControlAuth
 from tests.factories import pool
@@ -41,17 +41,17 @@ def test_no_token_file_refuses_every_call(tmp_path):
 
 def test_control_secret_is_owned_labelled_and_round_trips():
     p = pool()
-    secret = builders.control_secret(p, "tok-123")
+    secret = owned.control_secret(p, "tok-123")
     assert secret["metadata"]["name"] == "p-control" and secret["metadata"]["namespace"] == "ns"
     assert secret["metadata"]["ownerReferences"][0]["uid"] == "u-1"
     labels = secret["metadata"]["labels"]
     assert labels["app.kubernetes.io/component"] == "control-token" and labels["rewardpool.io/pool"] == "p"
     assert base64.b64decode(secret["data"]["token"]) == b"tok-123"
-    assert builders.control_token(secret) == "tok-123"
+    assert owned.control_token(secret) == "tok-123"
     # A user's Secret that happens to have the name is not taken for ours.
     foreign = {"metadata": {"name": "p-control", "labels": {}}, "data": secret["data"]}
-    assert builders.control_token(foreign) is None
-    assert builders.control_token({"metadata": {"labels": labels}, "data": {}}) is None
+    assert owned.control_token(foreign) is None
+    assert owned.control_token({"metadata": {"labels": labels}, "data": {}}) is None
 
 
 def test_worker_pod_mounts_the_token_read_only_and_refreshable():
@@ -64,4 +64,4 @@ def test_worker_pod_mounts_the_token_read_only_and_refreshable():
     assert CONTROL_TOKEN_FILE == f"{CONTROL_TOKEN_DIR}/{vol['secret']['items'][0]['path']}"
     # The token is not in the pod spec (nor in the template hash): rotating it rolls nothing.
     assert "tok" not in str(pod["spec"]["containers"][0]["env"])
-    assert all(o["kind"] != "Secret" for o in builders.desired_objects(p, sizing.compute(p.spec)))
+    assert all(o["kind"] != "Secret" for o in owned.desired_objects(p, sizing.compute(p.spec)))

@@ -1,7 +1,7 @@
 """Rollout arithmetic: the budget, the removal order, and the budget's use in the PodDisruptionBudget."""
 import pytest
 
-from rewardpool_operator.pool import builders, rollout
+from rewardpool_operator.pool import owned, rollout
 from rewardpool_operator.api.spec import HASH_LABEL
 from tests.factories import pool
 
@@ -32,7 +32,7 @@ def test_removal_order_stale_then_not_ready_then_least_work_then_newest():
 
 def test_disruption_budget_matches_the_roll_budget():
     for replicas in (1, 2, 8, 16):
-        pdb = builders.disruption_budget(pool(replicas=replicas))
+        pdb = owned.disruption_budget(pool(replicas=replicas))
         assert pdb["spec"]["maxUnavailable"] == rollout.max_unavailable(replicas)
         assert pdb["spec"]["selector"]["matchLabels"] == {"rewardpool.io/pool": "p",
                                                           "app.kubernetes.io/component": "worker"}

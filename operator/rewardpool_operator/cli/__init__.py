@@ -67,7 +67,8 @@ def cmd_cache_copy(args) -> int:
 
 
 def cmd_render(args) -> int:
-    from ..pool.builders import desired_objects, pod_template
+    from ..pool.builders import pod_template
+    from ..pool.owned import desired_objects
 
     out, blocked = [], []
     for obj in _load_pools(args.file):

@@ -30,8 +30,9 @@ from ..pool import datapath, podstatus
 from ..pool import sizing as sizing_mod
 from ..pool import status as status_mod
 from ..pool import validate
-from ..pool.builders import attachment_ref, pod_template, template_hash
+from ..pool.builders import pod_template, template_hash
 from ..pool.observed import History, Observed, Signals
+from ..pool.owned import attachment_ref
 from ..pool.plan import Plan, plan
 from ..pool.rollout import is_ready, pod_ip
 from . import metrics as pool_metrics

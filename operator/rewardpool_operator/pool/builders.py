@@ -1,24 +1,22 @@
-"""Desired-state builders: pure functions from a pool (and its sizing) to the objects the operator owns.
-`rewardpool render` prints exactly these; the reconciler applies exactly these."""
+"""Desired-state builders of a pool's workers: pure functions from a pool (and its sizing) to its pod template,
+the worker's config and the identity that decides a roll, with what the other objects share (labels, the names
+of the attachment and Service) and the scorers' model volumes. The other objects a pool owns are built in
+owned.py."""
 from __future__ import annotations
 
-import base64
 import copy
 import hashlib
 import json
 
 from rewardpool_worker.contract import (ANNOTATIONS_FILE, CONTROL_SECRET_KEY, CONTROL_TOKEN_DIR, ENV_VAR, HEALTH_PATH,
-                                        HTTP_PORT, MODELS_ROOT, READY_PATH, ROCE_INTERFACE, SCORE_PORT_NAME,
-                                        SCORER_VERSION_LABEL, TENANTS_DIR, RayConfig, ScorerConfig, StoreConfig,
-                                        TenantConfig, WorkerConfig, api_key_env, control_secret_name)
-from rewardpool_worker.contract import score_service_name as service_for
-from rewardpool_worker.contract import termination_grace_seconds
+                                        HTTP_PORT, MODELS_ROOT, READY_PATH, ROCE_INTERFACE, SCORER_VERSION_LABEL,
+                                        TENANTS_DIR, RayConfig, ScorerConfig, StoreConfig, TenantConfig, WorkerConfig,
+                                        api_key_env, control_secret_name, termination_grace_seconds)
 
 from ..api.quantity import format_bytes
 from ..api.spec import COMPONENT_LABEL, HASH_LABEL, MANAGED_BY, WORKER_CONTAINER, ModelSource, Pool
 from ..modelcache.layout import claim_name, pool_affinity
 from .podsecurity import RESTRICTED
-from .rollout import max_unavailable
 from .sizing import SizingResult
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
@@ -33,20 +31,16 @@ OWNED_VOLUMES = {"dshm": "/dev/shm", "podinfo": ANNOTATIONS_FILE.rsplit("/", 1)[
 CONTRACT_ENV = (ENV_VAR, "POD_NAME", "POD_NAMESPACE", "POD_IP", "NODE_NAME")
 OWNED_WORKER_FIELDS = ("image", "command", "args", "ports", "startupProbe", "livenessProbe", "readinessProbe",
                        "resources")
-NAD_API_VERSION = "k8s.cni.cncf.io/v1"
 
 
-def _labels(pool: Pool, component: str) -> dict[str, str]:
+# ---- worker ----------------------------------------------------------------------------------------------------
+
+
+def pool_labels(pool: Pool, component: str) -> dict[str, str]:
     return {**pool.selector, "app.kubernetes.io/name": "rewardpool-worker", "app.kubernetes.io/instance": pool.name,
             COMPONENT_LABEL: component, **MANAGED_BY}
 
 
-def _meta(pool: Pool, name: str, component: str) -> dict:
-    return {"name": name, "namespace": pool.namespace, "labels": _labels(pool, component),
-            "ownerReferences": [pool.owner_reference()]}
-
-
-# ---- network -------------------------------------------------------------------------------------------------
 def nad_name(pool: Pool) -> str:
     return f"{pool.name}-roce"
 
@@ -62,86 +56,11 @@ def attachment_ref(pool: Pool) -> tuple[str, str] | None:
     return None
 
 
-def ipvlan_cni_config(pool: Pool) -> dict:
-    ipv = pool.spec.network.ipvlan
-    assert ipv is not None
-    cfg = {"cniVersion": "0.3.1", "name": nad_name(pool), "type": "ipvlan", "master": ipv.master,
-           "mode": ipv.mode, "ipam": ipv.ipam}
-    if ipv.mtu is not None:
-        cfg["mtu"] = ipv.mtu
-    return cfg
-
-
-def network_attachment(pool: Pool) -> dict | None:
-    """The ipvlan attachment on the node's RoCE bond, when the pool asks the operator to manage one."""
-    if pool.spec.network.ipvlan is None:
-        return None
-    return {"apiVersion": NAD_API_VERSION, "kind": "NetworkAttachmentDefinition",
-            "metadata": _meta(pool, nad_name(pool), "network"),
-            "spec": {"config": json.dumps(ipvlan_cni_config(pool), sort_keys=True)}}
-
-
-# ---- service -------------------------------------------------------------------------------------------------
 def service_name(pool: Pool) -> str:
     return f"{pool.name}-workers"
 
 
-def headless_service(pool: Pool) -> dict:
-    return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(pool, service_name(pool), "workers"),
-            "spec": {"clusterIP": "None", "selector": {**pool.selector, COMPONENT_LABEL: "worker"},
-                     "publishNotReadyAddresses": True,
-                     "ports": [{"name": SCORE_PORT_NAME, "port": HTTP_PORT, "targetPort": "http"}]}}
-
-
-def score_service_name(pool: Pool) -> str:
-    return service_for(pool.name)
-
-
-def score_service(pool: Pool) -> dict:
-    """The pool's front door: HTTP scoring (POST /v1/score, flow-GRPO's POST /) on its Ready workers, load-balanced
-    by the cluster (a draining or shadow worker is not Ready, so it gets none)."""
-    return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(pool, score_service_name(pool), "score"),
-            "spec": {"type": "ClusterIP", "selector": {**pool.selector, COMPONENT_LABEL: "worker"},
-                     "ports": [{"name": SCORE_PORT_NAME, "port": HTTP_PORT, "targetPort": "http"}]}}
-
-
-# ---- disruption budget ---------------------------------------------------------------------------------------
-def disruption_budget(pool: Pool) -> dict:
-    """Voluntary evictions (`kubectl drain`, cluster autoscaler) get the same budget as the operator's own
-    rollouts, so a node drain takes workers away one budget at a time while replacements start elsewhere."""
-    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": _meta(pool, pool.name, "workers"),
-            "spec": {"maxUnavailable": max_unavailable(pool.spec.replicas),
-                     "selector": {"matchLabels": {**pool.selector, COMPONENT_LABEL: "worker"}}}}
-
-
-def owned_objects(pool: Pool) -> list[dict]:
-    """What a pool owns besides its pods and its control Secret, all applied alike (server-side apply): its ipvlan
-    attachment (when it asks the operator for one), its headless and scoring Services, its PodDisruptionBudget."""
-    return [o for o in (network_attachment(pool), headless_service(pool), score_service(pool), disruption_budget(pool))
-            if o is not None]
-
-
-# ---- control token -------------------------------------------------------------------------------------------
-CONTROL_COMPONENT = "control-token"
-
-
-def control_secret(pool: Pool, token: str) -> dict:
-    """The pool's control token (the caller draws it at random): only its holder may drain a worker."""
-    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": _meta(pool, control_secret_name(pool.name), CONTROL_COMPONENT),
-            "data": {CONTROL_SECRET_KEY: base64.b64encode(token.encode()).decode()}}
-
-
-def control_token(secret: dict) -> str | None:
-    """The token in a control Secret, or None if the Secret is not one of ours (a name clash)."""
-    labels = secret.get("metadata", {}).get("labels") or {}
-    raw = (secret.get("data") or {}).get(CONTROL_SECRET_KEY)
-    if labels.get(COMPONENT_LABEL) != CONTROL_COMPONENT or not raw:
-        return None
-    return base64.b64decode(raw).decode()
-
-
-# ---- worker ----------------------------------------------------------------------------------------------------
+# ---- the scorers' weights ----------------------------------------------------------------------------------
 MODEL_VOLUME_PREFIX = "rewardpool-model-"  # the volumes of scorers' model sources: rewardpool-model-<n>
 
 
@@ -350,7 +269,7 @@ def pod_template(pool: Pool, sizing: SizingResult, copies: dict[str, str] | None
     pod = {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"generateName": f"{pool.name}-", "namespace": pool.namespace,
-                     "labels": {**_labels(pool, "worker"), **spec.podTemplate.metadata.get("labels", {})},
+                     "labels": {**pool_labels(pool, "worker"), **spec.podTemplate.metadata.get("labels", {})},
                      "annotations": {**annotations, **spec.podTemplate.metadata.get("annotations", {})},
                      "ownerReferences": [pool.owner_reference()]},
         "spec": {
@@ -455,14 +374,3 @@ def copy_of(worker: dict, template: dict) -> dict:
     }
 
 
-def desired_objects(pool: Pool, sizing: SizingResult) -> list[dict]:
-    """Everything the operator creates for a pool, workers named as the API server would name them; not the
-    control Secret, whose token the operator draws at random when it creates it."""
-    objs = [o for o in (network_attachment(pool), headless_service(pool), score_service(pool), disruption_budget(pool))
-            if o is not None]
-    template = pod_template(pool, sizing)
-    for i in range(pool.spec.replicas):
-        pod = copy.deepcopy(template)
-        pod["metadata"]["name"] = f"{pool.name}-<generated-{i}>"
-        objs.append(pod)
-    return objs
