@@ -485,6 +485,15 @@ def _container_cel_cases(kind: str) -> dict:
 
 # rule -> list of (accept?, what, manifest, expected substrings when rejected)
 CEL_CASES = {
+    "!(string(self.maxSurge) in ['0', '0%'] && string(self.maxUnavailable) in ['0', '0%'])": [
+        (False, "both-zero", _spec(rollout={"maxSurge": 0, "maxUnavailable": 0}),
+         ["spec.rollout.maxUnavailable", "cannot both be 0"]),
+        (False, "both-zero-percent", _spec(rollout={"maxSurge": "0%", "maxUnavailable": 0}),
+         ["spec.rollout.maxUnavailable", "cannot both be 0"]),
+        (True, "no-surge", _spec(rollout={"maxSurge": 0, "maxUnavailable": 1}), []),
+        (True, "none-unavailable", _spec(rollout={"maxSurge": "10%", "maxUnavailable": "0%"}), []),
+        (True, "defaults", _spec(rollout={}), []),
+    ],
     "!has(self.gcsFaultTolerance) || (has(self.address) && self.address != '')": [
         (False, "ft-no-address", _spec(ray={"gcsFaultTolerance": {}}), ["spec.ray.gcsFaultTolerance", "set ray.address"]),
         (False, "ft-empty-address", _spec(ray={"address": "", "gcsFaultTolerance": {}}),

@@ -49,7 +49,10 @@ def add_arguments(ap) -> None:
     ap.add_argument("--model-seconds", type=float, default=0.1, help="the share part's model time per batch")
 
 
-def _worker(master, pool: str, scorer: dict, tenants: list):
+def _worker(master, pool: str, scorer: dict, tenants: dict[str, tuple[int, str]]):
+    """A worker's actor, given the tenants' shares as the entrypoint gives them once the operator sent them."""
+    import ray
+
     from rewardpool_worker.contract import RayConfig, ScorerConfig, StoreConfig, WorkerConfig
     from rewardpool_worker.runtime.actor import start_actor
 
@@ -57,11 +60,24 @@ def _worker(master, pool: str, scorer: dict, tenants: list):
                        store=StoreConfig(master=master.address, protocol="tcp", segment_bytes=0,
                                          local_buffer_bytes=16 << 20),
                        scorer=ScorerConfig(**scorer), ray=RayConfig(namespace="rewardpool"),
-                       read_buffer_bytes=64 << 20, tenants=tenants)
-    return start_actor(cfg, f"{pool}-pod-0", "127.0.0.1", control_key="k")
+                       read_buffer_bytes=64 << 20, tenant_auth=bool(tenants))
+    actor = start_actor(cfg, f"{pool}-pod-0", "127.0.0.1", control_key="k")
+    if tenants:
+        ray.get(actor.set_tenant_weights.remote(_tenants(tenants).weights(), "k"))
+    return actor
 
 
-def _serve(actor, tokens_dir: Path | None, tenants: list):
+def _tenants(tenants: dict[str, tuple[int, str]]):
+    """name -> (weight, token) as the operator sends it: shares and the tokens' digests."""
+    import hashlib
+
+    from rewardpool_worker.contract import Tenant, Tenants
+
+    return Tenants(tenants=[Tenant(name=n, weight=w, sha256=hashlib.sha256(t.encode()).hexdigest())
+                            for n, (w, t) in tenants.items()])
+
+
+def _serve(actor, tenants: dict[str, tuple[int, str]]):
     import ray
 
     from rewardpool_worker.runtime import http_score
@@ -73,7 +89,10 @@ def _serve(actor, tokens_dir: Path | None, tenants: list):
     state = State()
     state.phase = "ready"
     state.detail = ray.get(actor.ready.remote())
-    state.scoring = http_score.Scoring(actor, state.detail, auth=TenantAuth(tenants, tokens_dir or "/nonexistent"))
+    auth = TenantAuth(bool(tenants))
+    if tenants:
+        auth.update(_tenants(tenants))
+    state.scoring = http_score.Scoring(actor, state.detail, auth=auth)
     server = serve_http("127.0.0.1", 0, state, WorkerMetrics(), ControlAuth("/nonexistent"))
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
@@ -85,8 +104,8 @@ def overhead(master, producer, args) -> dict:
     from rewardpool_worker.client.http_client import HttpRewardPoolClient
 
     actor = _worker(master, "bh-over", {"name": "mean-intensity", "num_frames": args.num_frames,
-                                        "batch_size": args.batch}, [])
-    server, url = _serve(actor, None, [])
+                                        "batch_size": args.batch}, {})
+    server, url = _serve(actor, {})
     refs = [producer.put(f"bh-ltx-{i}", seed=i, shape=LTX_SHAPE, dtype="uint8") for i in range(args.batch)]
     prompts = ["a generated video"] * len(refs)
     via_ray, via_http = AsyncRewardPoolClient("bh-over", "bench"), HttpRewardPoolClient(url, timeout=120)
@@ -117,11 +136,8 @@ def share(master, producer, args, tmp: Path) -> list[dict]:
     import ray
 
     from rewardpool_worker.client.http_client import HttpRewardPoolClient
-    from rewardpool_worker.contract import TenantConfig
 
     refs = [producer.put(f"bh-share-{i}", seed=100 + i, shape=(3, 2, 64, 64)) for i in range(8)]
-    (tmp / "small").write_text("tok-small")
-    (tmp / "big").write_text("tok-big")
     rows = []
     scorer = {"class": "rewardpool_devcluster.bench_http:FixedTimeScorer", "batch_size": 1,
               "args": {"seconds": args.model_seconds}}
@@ -129,9 +145,9 @@ def share(master, producer, args, tmp: Path) -> list[dict]:
              ("small weighted 3", {"small": 3, "big": 1}), ("no tenants (first come)", {})]
     alone = None
     for label, weights in cases:
-        tenants = [TenantConfig(name=k, weight=w) for k, w in (weights or {"small": 1, "big": 1}).items()]
+        tenants = {k: (w, f"tok-{k}") for k, w in (weights or {"small": 1, "big": 1}).items()} if weights != {} else {}
         actor = _worker(master, f"bh-share-{len(rows)}", scorer, tenants)
-        server, url = _serve(actor, tmp if weights != {} else None, tenants if weights != {} else [])
+        server, url = _serve(actor, tenants)
 
         async def job(token, batches):
             client = HttpRewardPoolClient(url, token if weights != {} else None, timeout=600)

@@ -1,13 +1,14 @@
 """Rolls, scale-ins and node drains observed on the way, on the real control plane: every pod state the
-pool passes through is recorded from a watch, and the tests assert that the unavailability budget is never
-exceeded, that the operator marks a worker for draining before it deletes it, and that workers leave in the
+pool passes through is recorded from a watch, and the tests assert that spec.rollout's maxUnavailable and
+maxSurge are never exceeded, that the operator marks a worker for draining before it deletes it, and that workers leave in the
 documented order (stale template first, then the newest). Waiting is on the pool's status, never on sleeps."""
 from __future__ import annotations
 
 import time
 
 from rewardpool_devcluster.stack import kubectl
-from rewardpool_operator.pool.rollout import max_unavailable
+from rewardpool_operator.api.spec import Rollout
+from rewardpool_operator.pool.rollout import budget, disruptions
 from tests.conftest import wait_for
 from tests.factories import pool_manifest
 from tests.integration.timeline import Timeline
@@ -31,29 +32,30 @@ def test_image_roll_keeps_the_budget_and_drains_before_deleting(pools, ns):
         pools.patch("roll", {"spec": {"image": "rewardpool-worker:v2"}})
         wait_for(lambda: _all_new(pools, "roll", replicas, old_hashes), 120, what="every worker replaced")
         pools.wait_ready("roll", replicas)
-    floor = replicas - max_unavailable(replicas)
+    b = budget(Rollout(), replicas)  # the defaults: 25% each, a surge of 1 and 1 unavailable at 4
     serving = tl.serving_counts()
-    assert min(serving) >= floor, f"serving workers went {serving} (budget: never below {floor})"
+    assert min(serving) >= b.floor(replicas), f"serving workers went {serving} (never below {b.floor(replicas)})"
     assert set(tl.deleted) == old, "exactly the stale workers were removed"
     assert all(tl.drain_then_delete[n] for n in tl.deleted), tl.drain_then_delete  # drained, then deleted
-    assert tl.max_present() <= replicas + max_unavailable(replicas)  # no surge beyond the budget
+    assert tl.max_serving_present() <= replicas + b.surge  # no surge beyond maxSurge
 
 
-def test_two_worker_roll_never_takes_both_down(pools, ns):
-    pools.create(pool_manifest("pair", replicas=2))
-    pools.wait_ready("pair", 2)
-    old_hashes = {p.metadata.labels["rewardpool.io/template-hash"] for p in pools.pods("pair")}
-    with Timeline(pools.core, ns, "pair") as tl:
-        pools.patch("pair", {"spec": {"image": "rewardpool-worker:v2"}})
-        wait_for(lambda: _all_new(pools, "pair", 2, old_hashes), 120, what="both workers replaced")
-        pools.wait_ready("pair", 2)
-    serving = tl.serving_counts()
-    assert min(serving) >= 1, f"ready workers went {serving}: both were taken down at once"
-    # One at a time: the second stale worker is marked only after the first has left.
-    first, second = tl.deleted[:2]
-    marks = [i for i, st in enumerate(tl.states) if second in st and st[second].drain_requested]
-    gone = [i for i, st in enumerate(tl.states) if first not in st or st[first].terminating]
-    assert marks and gone and gone[0] < marks[0]
+def test_small_rolls_keep_their_budget(pools, ns):
+    """A 1-replica pool with the defaults keeps its one worker serving until the new one is Ready (a surge of
+    one); a 2-replica pool with no surge (maxSurge 0, maxUnavailable 1) never takes both down nor starts a third."""
+    for name, replicas, rollout, floor, most in (("solo", 1, {}, 1, 2),
+                                                 ("pair", 2, {"maxSurge": 0, "maxUnavailable": 1}, 1, 2)):
+        pools.create(pool_manifest(name, replicas=replicas, rollout=rollout))
+        pools.wait_ready(name, replicas)
+        old_hashes = {p.metadata.labels["rewardpool.io/template-hash"] for p in pools.pods(name)}
+        with Timeline(pools.core, ns, name) as tl:
+            pools.patch(name, {"spec": {"image": "rewardpool-worker:v2"}})
+            wait_for(lambda: _all_new(pools, name, replicas, old_hashes), 120, what=f"{name}'s workers replaced")
+            pools.wait_ready(name, replicas)
+        serving = tl.serving_counts()
+        assert min(serving) >= floor, f"{name}: serving workers went {serving} (never below {floor})"
+        assert tl.max_serving_present() <= most, f"{name}: {tl.max_serving_present()} workers at once"
+        assert all(tl.drain_then_delete[n] for n in tl.deleted), tl.drain_then_delete
 
 
 def test_scale_in_drains_the_newest_and_keeps_the_target_serving(pools, ns):
@@ -79,7 +81,7 @@ def test_node_drain_respects_the_disruption_budget(pools, ns, cluster):
     pools.create(pool_manifest("evict", replicas=replicas, store=FIXED))
     pools.wait_ready("evict", replicas)
     out = kubectl(cluster, "get", "pdb", "evict", "-n", ns, "-o", "jsonpath={.spec.maxUnavailable}").stdout
-    assert out == str(max_unavailable(replicas))
+    assert out == str(disruptions(Rollout(), replicas))
 
     def pdb_allows_one():
         # The controller-manager maps the RewardPool kind (for the PDB's expected count) only after its
@@ -103,6 +105,6 @@ def test_node_drain_respects_the_disruption_budget(pools, ns, cluster):
     finally:
         kubectl(cluster, "uncordon", "rdma-node-0", check=False)
     ready = tl.ready_counts()
-    assert min(ready) >= replicas - max_unavailable(replicas), f"ready workers went {ready} during the node drain"
+    assert min(ready) >= replicas - disruptions(Rollout(), replicas), f"ready workers went {ready} during the drain"
     assert set(on_node0) <= set(tl.deleted)
     assert all(p.spec.node_name == "rdma-node-1" for p in pools.pods("evict") if p.metadata.name not in on_node0)

@@ -87,6 +87,11 @@ class Timeline:
     def max_present(self) -> int:
         return max(len([s for s in st.values() if not s.terminating]) for st in self.states)
 
+    def max_serving_present(self) -> int:
+        """The most workers at once not terminating and not draining: what spec.rollout.maxSurge bounds."""
+        return max(len([s for s in st.values() if not s.terminating and not s.drain_requested])
+                   for st in self.states)
+
     def template_of(self, name: str) -> str | None:
         for st in self.states:
             if name in st:

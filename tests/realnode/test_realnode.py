@@ -568,8 +568,8 @@ def test_a_job_in_another_namespace_scores_over_http_with_its_tenant_token(kube,
     (read by the workers from its segment), a PNG and a safetensors video through the pool's <pool>-score Service
     (kube-proxy to a Ready worker) with its tenant token: every score equals the scorer run in the job on the same
     pixels, with the pool's scorer version. No token is 401, a wrong one 403, a pickle naming a class 400 (nothing
-    runs), flow-GRPO's pickled JPEGs are scored. The tenant's token reached the workers through the projected
-    Secret the operator rendered."""
+    runs), flow-GRPO's pickled JPEGs are scored. The tenant's token's digest reached the workers from the operator
+    (POST /tenants), not from a mounted Secret."""
     from rewardpool_devcluster.incluster import http_job_objects, job_result
 
     svc = kube.json("service", "-n", pool_ns, f"{POOL}-score")
@@ -599,3 +599,97 @@ def test_a_job_in_another_namespace_scores_over_http_with_its_tenant_token(kube,
     assert client["max_diff"] < 1e-6 and client["version"] == res["version"], client
     print(f"HTTP job from another namespace: 6 items scored in {res['seconds']}s through {POOL}-score; its client "
           f"routed over {client['members']}")
+
+
+# Each worker's HTTP scoring asked with each token and an empty body, from inside its pod: 400 (a tenant's token,
+# the body is no request), 403 (no tenant's), 503 (the worker has no tenants yet).
+AUTH_PROBE = """
+import sys, urllib.error, urllib.request
+for token in sys.argv[1:]:
+    req = urllib.request.Request("http://127.0.0.1:8000/v1/score", data=b"{}", method="POST",
+                                 headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+    try:
+        print(urllib.request.urlopen(req, timeout=10).status)
+    except urllib.error.HTTPError as e:
+        print(e.code)
+"""
+
+
+def _who_scores(kube, ns, pods, *tokens) -> dict[str, list[int]]:
+    return {p["metadata"]["name"]: [int(c) for c in kube.exec(ns, p["metadata"]["name"], "python3", "-c", AUTH_PROBE,
+                                                              *tokens).split()] for p in pods}
+
+
+def _identity(pods) -> dict[str, tuple]:
+    return {p["metadata"]["name"]: (p["metadata"]["uid"], tuple(c.get("restartCount", 0) for c in
+                                                                p["status"].get("containerStatuses", [])))
+            for p in pods}
+
+
+def test_a_tenant_added_and_one_rotated_take_effect_in_seconds_and_replace_no_worker(kube, node, pool, pool_ns):
+    """Issue 45 item 4 on the real node: a second tenant added (its Secret, then the pool's spec) and the first
+    one's Secret rotated reach both running workers within seconds (the operator sends the tenants' digests to
+    POST /tenants): the rotated and the added token are taken, the old one refused, on every worker; no pod is
+    replaced or restarted, no roll is recorded, and the TenantsSent event says so."""
+    workers = pool_ready(kube, pool_ns, POOL, 2)()
+    assert workers, "the pool's two workers Ready"
+    before = _identity(workers)
+    assert all(v == [400, 403] for v in _who_scores(kube, pool_ns, workers, TENANT_TOKEN, "guess").values())
+    rotated, added = "grpo-rotated-" + "9" * 20, "evals-" + "7" * 24
+    t0 = time.monotonic()
+    kube.apply([{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "evals-token", "namespace": pool_ns},
+                 "stringData": {"token": added}},
+                {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "grpo-token", "namespace": pool_ns},
+                 "stringData": {"token": rotated}}])
+    tenants = kube.json("rewardpool", "-n", pool_ns, POOL)["spec"]["access"]["tenants"]
+    kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p", json.dumps({"spec": {"access": {
+        "tenants": tenants + [{"name": "evals", "tokenSecret": {"name": "evals-token"}}]}}}))
+    want = [400, 400, 403]  # rotated, added: taken; the old token: refused
+
+    def taken():
+        got = _who_scores(kube, pool_ns, workers, rotated, added, TENANT_TOKEN)
+        return got if all(v == want for v in got.values()) else None
+    wait_for(taken, timeout=60, interval=0.5, what="the rotated and added tokens taken, the old one refused")
+    took = time.monotonic() - t0
+    after = pool_ready(kube, pool_ns, POOL, 2)()
+    assert after and _identity(after) == before, (before, after and _identity(after))  # nobody replaced
+    st = kube.json("rewardpool", "-n", pool_ns, POOL)["status"]
+    assert "roll" not in st, st.get("roll")
+    events = kube.json("events", "-n", pool_ns, "--field-selector", f"involvedObject.name={POOL}")["items"]
+    assert any(e["reason"] == "TenantsSent" and "grpo, evals" in e["message"] for e in events), \
+        [(e["reason"], e["message"]) for e in events][-5:]
+    print(f"\ntenant added and one rotated: taken by both running workers {took:.1f}s after the writes")
+
+
+def test_a_one_replica_roll_keeps_a_ready_worker_throughout(kube, node, pool, pool_ns):
+    """Issue 45 item 3 on the real node: a 1-replica pool's roll (the defaults: maxSurge 25% -> 1, maxUnavailable
+    25% -> 0) starts the new worker beside the old one, drains the old one only once the new one is Ready, and
+    never has none serving: every pod state on the way is recorded from a watch, not only the end state."""
+    from kubernetes import client, config
+
+    from tests.integration.timeline import Timeline
+
+    kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p", json.dumps({"spec": {"replicas": 1}}))
+    (old,) = wait_for(pool_ready(kube, pool_ns, POOL, 1), timeout=300, interval=1, what="one worker left")
+    core = client.CoreV1Api(config.new_client_from_config(str(node.cluster.kubeconfig)))
+    cpu = old["spec"]["containers"][0]["resources"]["requests"]["cpu"]
+    with Timeline(core, pool_ns, POOL) as tl:
+        t0 = time.monotonic()
+        kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p",
+             json.dumps({"spec": {"resources": {"requests": {"cpu": "450m" if cpu != "450m" else "400m"}}}}))
+
+        def rolled():
+            pods = pool_ready(kube, pool_ns, POOL, 1)()
+            return pods if pods and pods[0]["metadata"]["name"] != old["metadata"]["name"] else None
+        (new,) = wait_for(rolled, timeout=400, interval=1, what="the one worker replaced")
+        took = time.monotonic() - t0
+    serving = tl.serving_counts()
+    assert min(serving) >= 1, f"serving workers went {serving}: the pool had none"
+    assert tl.max_serving_present() == 2, "the new worker started beside the old one"
+    assert tl.deleted == [old["metadata"]["name"]] and tl.drain_then_delete[old["metadata"]["name"]], tl.deleted
+    # the old worker was marked to drain only after the new one was Ready
+    marked = next(i for i, st in enumerate(tl.states) if st.get(old["metadata"]["name"]) and
+                  st[old["metadata"]["name"]].drain_requested)
+    assert any(st.get(new["metadata"]["name"]) and st[new["metadata"]["name"]].ready for st in tl.states[:marked])
+    print(f"\n1-replica roll on the real node: {took:.0f}s, serving workers on the way {sorted(set(serving))} "
+          f"({len(tl.states)} states)")

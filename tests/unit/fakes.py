@@ -134,6 +134,8 @@ class FakeWorkers:
         self.segments: dict[str, int] = {}
         self.drains: list[tuple[str, str]] = []
         self.reads: dict[str, tuple[int, int]] = {}  # batch reads (ok, failed) since start by pod IP
+        self.tenants: dict[str, object] = {}  # pod IP -> the Tenants it was last sent
+        self.silent: set[str] = set()  # pod IPs that take no tenants (not answering yet)
 
     async def signals(self, pod_ips: list[str], master_metrics: str | None) -> Signals:
         answered = {ip: self.queues[ip] for ip in pod_ips if ip in self.queues}
@@ -147,6 +149,12 @@ class FakeWorkers:
 
     async def drain(self, pod_ip: str, token: str) -> bool:
         self.drains.append((pod_ip, token))
+        return True
+
+    async def send_tenants(self, pod_ip: str, token: str, tenants) -> bool:
+        if pod_ip in self.silent:
+            return False
+        self.tenants[pod_ip] = tenants
         return True
 
     async def segment_used_bytes(self, master_metrics: str, segment: str) -> int | None:

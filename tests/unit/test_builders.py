@@ -339,27 +339,24 @@ def test_the_scoring_service_routes_http_to_ready_workers_only():
     assert svc["metadata"]["ownerReferences"][0]["controller"] is True
 
 
-def test_tenants_tokens_are_projected_read_only_and_their_shares_reach_the_worker():
-    """spec.access.tenants: each tenant's token Secret key as TENANTS_DIR/<tenant> (one projected volume, read-only,
-    0440, refreshed on rotation), and each tenant's weight in the worker's config; none of it without tenants."""
-    from rewardpool_worker.contract import TENANTS_DIR
-
-    p = pool(access={"tenants": [{"name": "grpo", "weight": 3, "tokenSecret": {"name": "grpo-token"}},
-                                 {"name": "evals", "tokenSecret": {"name": "shared", "key": "evals"}}]})
-    s = sizing.compute(p.spec)
-    pod = builders.pod_template(p, s)
-    (vol,) = [v for v in pod["spec"]["volumes"] if v["name"] == "tenants"]
-    assert vol["projected"] == {"defaultMode": 0o440, "sources": [
-        {"secret": {"name": "grpo-token", "items": [{"key": "token", "path": "grpo"}]}},
-        {"secret": {"name": "shared", "items": [{"key": "evals", "path": "evals"}]}}]}
-    worker = pod["spec"]["containers"][0]
-    assert {"name": "tenants", "mountPath": TENANTS_DIR, "readOnly": True} in worker["volumeMounts"]
-    cfg = WorkerConfig.from_json(next(e["value"] for e in worker["env"] if e["name"] == ENV_VAR))
-    assert [(t.name, t.weight) for t in cfg.tenants] == [("grpo", 3), ("evals", 1)]
-    plain = builders.pod_template(pool(), s)
-    assert all(v["name"] != "tenants" for v in plain["spec"]["volumes"])
-    assert WorkerConfig.from_json(next(e["value"] for e in plain["spec"]["containers"][0]["env"]
-                                       if e["name"] == ENV_VAR)).tenants == []
+def test_tenants_are_not_in_the_pod_only_whether_the_pool_has_any():
+    """spec.access.tenants: no token is mounted and no tenant is in the worker's config (they are sent to the
+    running workers), so a tenant added, removed or rotated is the same template; the config says only whether
+    HTTP scoring needs a tenant's token (open <-> tenants is a roll: it changes who may score on a new worker)."""
+    def tenants(*names):
+        return {"tenants": [{"name": n, "weight": i + 1, "tokenSecret": {"name": f"{n}-token"}}
+                            for i, n in enumerate(names)]}
+    s = sizing.compute(pool().spec)
+    pods = {k: builders.pod_template(pool(access=a), s) for k, a in (
+        ("one", tenants("grpo")), ("two", tenants("grpo", "evals")), ("other", tenants("evals")), ("open", {}))}
+    hashes = {k: builders.template_hash(v) for k, v in pods.items()}
+    assert hashes["one"] == hashes["two"] == hashes["other"] != hashes["open"]
+    for k, pod in pods.items():
+        assert all("secret" not in v and "projected" not in v for v in pod["spec"]["volumes"]
+                   if v["name"] != "control"), k
+        cfg = WorkerConfig.from_json(next(e["value"] for e in pod["spec"]["containers"][0]["env"]
+                                          if e["name"] == ENV_VAR))
+        assert cfg.tenant_auth is (k != "open")
 
 
 def test_duplicate_tenant_names_are_refused():

@@ -276,19 +276,30 @@ def test_the_tenant_and_priority_reach_every_batch():
     assert actor.who[-1] == {"tenant": "grpo", "priority": "train"}
 
 
-def test_tenant_tokens_decide_who_may_score(tmp_path):
-    from rewardpool_worker.contract import TenantConfig
+def test_tenant_tokens_decide_who_may_score():
+    import hashlib
+
+    from rewardpool_worker.contract import Tenant, Tenants
     from rewardpool_worker.runtime.tenants import TenantAuth
 
-    (tmp_path / "grpo").write_text("tok-grpo\n")
-    (tmp_path / "evals").write_text("tok-evals")
-    auth = TenantAuth([TenantConfig(name="grpo"), TenantConfig(name="evals", weight=2)], tmp_path)
+    def sent(**tokens):
+        return Tenants(tenants=[Tenant(name=n, weight=2 if n == "evals" else 1,
+                                       sha256=hashlib.sha256(t.encode()).hexdigest() if t else None)
+                                for n, t in tokens.items()])
+    auth = TenantAuth(True)
+    assert auth.identify("Bearer tok-grpo") == (503, "this worker has not received its pool's tenants from the "
+                                                     "operator yet; retry")  # fail closed until it is told
+    assert not auth.known and auth.version is None
+    assert auth.update(sent(grpo="tok-grpo", evals="tok-evals")) and auth.known
+    assert not auth.update(sent(grpo="tok-grpo", evals="tok-evals"))  # the same set: no change
     assert auth.identify("Bearer tok-grpo") == (200, "grpo")
-    assert auth.identify("Bearer tok-evals") == (200, "evals")
+    assert auth.identify("Bearer  tok-evals ") == (200, "evals")
     assert auth.identify(None)[0] == 401 and auth.identify("Basic tok-grpo")[0] == 401
     assert auth.identify("Bearer guess") == (403, "no tenant of this pool has this token")
-    (tmp_path / "grpo").write_text("rotated")  # read on every request: a rotation needs no restart
+    assert auth.update(sent(grpo="rotated", evals="tok-evals"))  # a rotation: the old token stops at once
     assert auth.identify("Bearer tok-grpo")[0] == 403 and auth.identify("Bearer rotated") == (200, "grpo")
-    (tmp_path / "evals").unlink()  # a token that cannot be read admits nobody
+    auth.update(sent(grpo="rotated", evals=None))  # a tenant whose Secret is gone admits nobody
     assert auth.identify("Bearer tok-evals")[0] == 403
-    assert TenantAuth([]).identify(None) == (200, "default")  # no tenants: open, as the Ray path is
+    auth.update(sent(grpo="rotated"))  # removed
+    assert auth.identify("Bearer tok-evals")[0] == 403 and auth.tenants.weights() == {"grpo": 1}
+    assert TenantAuth(False).identify(None) == (200, "default")  # no tenants: open, as the Ray path is

@@ -31,6 +31,19 @@ def test_no_warm_up_no_readiness():
     assert not s.ready and s.liveness()[0]
 
 
+def test_a_pool_with_tenants_is_ready_only_once_the_worker_holds_them():
+    from rewardpool_worker.contract import Tenant, Tenants
+
+    s = state()
+    s.tenants.required = True  # WorkerConfig.tenant_auth
+    ok, fields = s.readiness()
+    assert not ok and s.liveness()[0] and "waiting for the pool's tenants" in fields["reason"]
+    assert s.health(time.monotonic()).tenants is None
+    s.tenants.update(Tenants(tenants=[Tenant(name="a", sha256="0" * 64)]))
+    assert s.ready and s.health(time.monotonic()).tenants == s.tenants.version
+    assert state().ready  # an open pool needs none
+
+
 def test_store_unreachable_is_not_ready_but_live():
     s = state(store_ok=False)
     assert not s.ready and s.liveness()[0]

@@ -42,54 +42,87 @@ def test_node_briefly_not_ready_is_not_lost_yet():
     assert run_plan([pod("a"), pod("b", node_name="n1")], nodes=nodes).create == 0
 
 
-def test_stuck_terminating_pod_does_not_block_a_roll():
-    # replicas 2, both stale; a third old pod has been terminating on a lost node for long.
-    nodes = [ready_node(), ready_node("n1", ready=False, since=NOW - 600)]
-    pods = [pod("a", hash_="old"), pod("b", hash_="old"), pod("c", hash_="old", deleted=500, node_name="n1")]
-    pl = run_plan(pods, nodes=nodes)
-    assert len(pl.drain) == 1  # the roll proceeds despite c
-    fresh = [pod("a", hash_="old"), pod("b", hash_="old"), pod("c", hash_="old", deleted=1)]
-    assert run_plan(fresh).drain == []  # a pod that is still terminating normally counts against the budget
+DRAIN_FIRST = {"maxSurge": 0, "maxUnavailable": 1}  # the roll of a pool with no room to spare
 
 
-def test_roll_keeps_the_budget_one_at_a_time():
-    pl = run_plan([pod("a", hash_="old", created=1), pod("b", hash_="old", created=2)])
-    assert drained(pl) == ["b"] and pl.create == 0  # newest stale first; replacement once it has left
-    pl = run_plan([pod("a", hash_="old"), pod("b", hash_="old", drain=1)])
-    assert pl.drain == [] and pl.create == 1  # b draining: its replacement comes, nothing else is drained
-    pl = run_plan([pod("a", hash_="old"), pod("c", ready=False)])
-    assert pl.drain == []  # the replacement is not ready yet
-    pl = run_plan([pod("a", hash_="old"), pod("c")])
-    assert drained(pl) == ["a"]
+@pytest.mark.parametrize("rollout,steps", [
+    # the defaults (25%/25%: surge 1, unavailable 0 at 2 replicas): a new worker first, an old one once it is Ready
+    ({}, [
+        (["old:a", "old:b"], [], 1),
+        (["old:a", "old:b", "new:c~"], [], 0),  # c not Ready: nothing drains, nothing more starts
+        (["old:a", "old:b", "new:c"], ["b"], 0),  # c Ready: the newest old one drains
+        (["old:a", "old:b*", "new:c"], [], 1),  # b draining: the next new worker starts (draining is not counted)
+        (["old:a", "new:c", "new:d~"], [], 0),
+        (["old:a", "new:c", "new:d"], ["a"], 0),
+    ]),
+    # no surge: an old worker drains first, its replacement starts once it drains
+    (DRAIN_FIRST, [
+        (["old:a", "old:b"], ["b"], 0),
+        (["old:a", "old:b*"], [], 1),
+        (["old:a", "new:c~"], [], 0),  # the replacement is not Ready yet
+        (["old:a", "new:c"], ["a"], 0),
+    ]),
+    ({"maxSurge": 2, "maxUnavailable": 0}, [(["old:a", "old:b"], [], 2), (["old:a", "old:b", "new:c", "new:d"],
+                                                                          ["b", "a"], 0)]),
+    ({"maxSurge": "100%", "maxUnavailable": "100%"}, [(["old:a", "old:b"], ["b", "a"], 2)]),  # all at once
+], ids=["defaults", "drain-first", "surge-2", "all-at-once"])
+def test_a_roll_moves_within_max_surge_and_max_unavailable(rollout, steps):
+    """Each row: the pods (template:name, ~ not Ready, * draining), what drains, how many start."""
+    for pods, drains, creates in steps:
+        made = [pod(n, hash_="old" if t == "old" else "H", ready="~" not in n, drain=1 if "*" in n else None,
+                    created=i) for i, (t, n) in enumerate(x.split(":") for x in pods)]
+        for x in made:
+            x["metadata"]["name"] = x["metadata"]["name"].strip("~*")
+        pl = run_plan(made, rollout=rollout)
+        assert (drained(pl), pl.create) == (drains, creates), pods
+
+
+def test_a_one_replica_pool_keeps_its_worker_until_the_new_one_is_ready():
+    pl = run_plan([pod("a", hash_="old")], replicas=1)
+    assert (pl.drain, pl.create) == ([], 1)
+    pl = run_plan([pod("a", hash_="old"), pod("b", ready=False)], replicas=1)
+    assert (pl.drain, pl.create, pl.ready) == ([], 0, 1)  # not a surplus to scale in: the surge is the roll's
+    pl = run_plan([pod("a", hash_="old"), pod("b")], replicas=1)
+    assert (drained(pl), pl.create) == (["a"], 0)
+
+
+def test_a_terminating_pod_holds_up_nothing():
+    pods = [pod("a", hash_="old"), pod("b", hash_="old"), pod("c", hash_="old", deleted=1)]
+    assert (drained(run_plan(pods, rollout=DRAIN_FIRST)), run_plan(pods).create) == (["b"], 1)
 
 
 def test_a_rollback_replaces_the_unavailable_pods_of_the_bad_template_at_once():
     # spec.image was set to a tag that is not there and back: the bad template's pod never became Ready
     pl = run_plan([pod("good", hash_="H"), pod("bad", hash_="bad-image", ready=False)])
-    assert drained(pl) == ["bad"] and pl.create == 0  # its replacement comes once it is marked
+    assert drained(pl) == ["bad"] and pl.create == 1  # within the surge, its replacement starts beside it
+    pl = run_plan([pod("good", hash_="H"), pod("bad", hash_="bad-image", ready=False)], rollout=DRAIN_FIRST)
+    assert drained(pl) == ["bad"] and pl.create == 0  # no surge: once it is marked
     pl = run_plan([pod("good", hash_="H"), pod("bad", hash_="bad-image", ready=False, drain=1)],
              silent={"bad": 11.0})
     assert deleted(pl) == ["bad"] and pl.create == 1  # not Ready, silent: deleted; replaced at once
 
 
-def test_unavailable_stale_pods_are_outside_the_budget_but_count_against_it():
+def test_unavailable_stale_pods_go_outside_the_budget():
     pods = [pod("r0", hash_="old"), pod("r1", hash_="old"), pod("u0", hash_="old", ready=False),
             pod("u1", hash_="old", ready=False)]
-    pl = run_plan(pods, replicas=4)  # budget 1, and 2 already unavailable: no Ready one may go yet
+    pl = run_plan(pods, replicas=4, rollout=DRAIN_FIRST)  # 2 Ready of 4, the floor 3: no Ready one may go
     assert sorted(drained(pl)) == ["u0", "u1"]
     pl = run_plan([pod(f"r{i}", hash_="old", created=i) for i in range(4)] + [pod("u", hash_="old", ready=False)],
-             replicas=5)
-    assert drained(pl) == ["u"]  # the budget (1) is spent by u itself
+             replicas=5, rollout=DRAIN_FIRST)
+    assert drained(pl) == ["u"]  # 4 Ready of 5, the floor 4
 
 
 def test_a_roll_to_a_template_that_never_gets_ready_stops_at_the_budget():
-    pl = run_plan([pod("a", hash_="old"), pod("new", ready=False)])
+    pl = run_plan([pod("a", hash_="old"), pod("new", ready=False)], rollout=DRAIN_FIRST)
     assert pl.drain == [] and pl.create == 0  # the new pod is not stale: it keeps its place, a stays serving
+    pl = run_plan([pod("a", hash_="old"), pod("b", hash_="old"), pod("new", ready=False)])
+    assert pl.drain == [] and pl.create == 0  # the surge is spent on a worker that is not Ready
 
 
-def test_big_roll_drains_a_quarter():
+def test_big_roll_starts_and_drains_a_quarter():
     pods = [pod(f"w{i}", hash_="old", created=i) for i in range(16)]
-    assert len(run_plan(pods, replicas=16).drain) == 4
+    pl = run_plan(pods, replicas=16)
+    assert (len(pl.drain), pl.create) == (4, 4)
 
 
 def test_scale_in_drains_the_newest_idle_and_creates_nothing():
@@ -123,9 +156,11 @@ def test_oldest_drain_age_is_planned_for_the_metric():
     assert pl.oldest_drain_seconds == pytest.approx(90, abs=1)
 
 
-def test_pods_created_count_as_unavailable_so_scale_up_and_roll_do_not_overlap():
-    pl = run_plan([pod("a", hash_="old"), pod("b", hash_="old")], replicas=3)
-    assert pl.create == 1 and pl.drain == []
+def test_a_scale_up_during_a_roll_starts_new_workers_within_the_surge():
+    pl = run_plan([pod("a", hash_="old"), pod("b", hash_="old")], replicas=3)  # surge 1 at 3 replicas
+    assert pl.create == 2 and pl.drain == []
+    pl = run_plan([pod("a", hash_="old"), pod("b", hash_="old")], replicas=3, rollout=DRAIN_FIRST)
+    assert pl.create == 1 and pl.drain == []  # the floor (2) is the two Ready old workers
 
 
 def test_status_counts_the_scorer_versions_serving():
@@ -168,7 +203,7 @@ def _rolling_since(seconds_ago):
     return {"roll": {"to": "H", "since": rfc3339(NOW - seconds_ago)}}
 
 
-SKEW = {"rollout": {"maxVersionSkewSeconds": 300}}
+SKEW = {"rollout": {"maxVersionSkewSeconds": 300, **DRAIN_FIRST}}  # the hold, not the surge, keeps a
 # the old version's last Ready worker, and a Ready worker of the new template
 LAST_OLD = [_versioned("a", "v1", hash_="old", ip="10.0.0.1"), _versioned("c", "v2", ip="10.0.0.3")]
 
@@ -185,7 +220,7 @@ def test_a_roll_keeps_the_old_versions_last_worker_while_groups_are_pinned_to_it
     dict(groups={"10.0.0.1": 3}, old_status=_rolling_since(301), **SKEW),  # held long enough: the groups move
     dict(groups={"10.0.0.1": 0}, old_status=_rolling_since(10), **SKEW),  # nothing pinned to v1
     dict(groups={"10.0.0.3": 5}, old_status=_rolling_since(10), **SKEW),  # groups pinned to the new version
-    dict(groups={"10.0.0.1": 3}, old_status=_rolling_since(10)),  # no maxVersionSkewSeconds: no hold
+    dict(groups={"10.0.0.1": 3}, old_status=_rolling_since(10), rollout=DRAIN_FIRST),  # no maxVersionSkewSeconds
 ], ids=["skew-passed", "no-groups", "groups-on-new", "no-hold-asked"])
 def test_a_roll_goes_on_when_nothing_pinned_is_left_on_the_old_version_or_the_skew_is_spent(case):
     pl = run_plan(LAST_OLD, **case)
@@ -288,7 +323,7 @@ def test_a_roll_that_keeps_the_scorer_version_needs_no_shadow():
     p = pool(replicas=2, drainTimeoutSeconds=600, **SHADOW)
     same = builders.pod_template(p, sizing_mod.compute(p.spec))["metadata"]["labels"]["rewardpool.io/scorer-version"]
     pl = run_plan([_versioned("a", same, hash_="old"), _versioned("b", same, hash_="old")], **SHADOW)
-    assert pl.create_shadow == 0 and drained(pl) == ["b"]  # an ordinary roll (resources, say)
+    assert (pl.create_shadow, pl.create, pl.drain) == (0, 1, [])  # an ordinary roll (resources, say)
 
 
 def test_in_the_shadow_phase_stale_shadows_go():

@@ -30,6 +30,9 @@ def manifest(replicas=2, generation=1, **spec) -> dict:
                          "resourceVersion": "1"}, "spec": base}
 
 
+DRAIN_FIRST = {"maxSurge": 0, "maxUnavailable": 1}  # where a test follows one old worker out and its copy in
+
+
 class World:
     """A pool, the fakes and the operator's memory of the pool, passed from one reconcile to the next."""
 
@@ -201,7 +204,7 @@ def test_a_new_roll_phase_is_recorded_before_any_pod_is_touched_and_a_refused_re
     mark = len(w.kube.writes)
     status = w.reconcile()
     writes = [(v, k) for v, k, _ in w.since(mark)]
-    assert writes[0] == ("status", "RewardPool") and ("annotate", "Pod") in writes  # recorded, then the drain
+    assert writes[0] == ("status", "RewardPool") and ("create", "Pod") in writes  # recorded, then the surge
     assert w.kube.statuses[-2]["roll"]["phase"] == "Replacing"  # the first write: the phase alone
     assert set(w.kube.statuses[-2]) == {"roll", "shadow"}
     assert status["roll"]["phase"] == "Replacing"
@@ -255,27 +258,91 @@ def test_a_worker_whose_reads_fail_while_its_peers_succeed_is_drained_replaced_a
     assert any(r == "DataPathBroken" and bad in m for _, r, m in w.kube.events)
 
 
-def test_a_tenant_whose_token_secret_is_missing_blocks_workers_and_says_which():
-    """spec.access.tenants: a worker pod whose projected token Secret is missing never starts, so the pool
-    creates none and says which tenant lacks what (a blocking finding: the spec is fine, its Secret is not there);
-    once the Secret exists with its key, the workers come."""
+def _secret(name, **data):
     import base64
 
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": "ns"},
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}
+
+
+def _digest(token):
+    import hashlib
+
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def test_a_tenant_whose_token_secret_is_missing_is_said_and_the_others_score():
+    """spec.access.tenants: a tenant whose Secret or key is missing gets no token (no call is its), and the pool
+    says which tenant lacks what; the workers still come, and hold the others; once the Secret exists, the
+    workers are sent the new set, and nothing is replaced."""
     w = World(access={"tenants": [{"name": "grpo", "tokenSecret": {"name": "grpo-token"}},
-                                  {"name": "evals", "tokenSecret": {"name": "shared", "key": "evals"}}]})
-    w.kube.put({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "shared", "namespace": "ns"},
-                "data": {"other": base64.b64encode(b"x").decode()}})
+                                  {"name": "evals", "tokenSecret": {"name": "shared", "key": "evals"}, "weight": 3}]})
+    w.kube.put(_secret("shared", other="x"))
     status = w.reconcile()
-    assert w.kube.pods() == []
+    assert len(w.kube.pods()) == 2  # not blocking
     (c,) = [c for c in status["conditions"] if c["reason"] == "TenantTokenMissing"]
-    assert "grpo: Secret grpo-token not found" in c["message"] and "evals: Secret shared has no key evals" in c["message"]
+    assert "grpo: Secret grpo-token not found" in c["message"] and "evals: Secret shared has no (non-empty) key " \
+        "evals" in c["message"]
     assert any(r == "TenantTokenMissing" for _, r, _ in w.kube.events)
-    w.kube.put({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "grpo-token", "namespace": "ns"},
-                "data": {"token": base64.b64encode(b"t1").decode()}})
-    w.kube.put({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "shared", "namespace": "ns"},
-                "data": {"evals": base64.b64encode(b"t2").decode()}})
+    w.pods_seen()
+    w.reconcile()
+    sent = w.workers.tenants
+    assert set(sent) == {"10.0.0.1", "10.0.0.2"}
+    assert [(t.name, t.weight, t.sha256) for t in sent["10.0.0.1"].tenants] == [("grpo", 1, None), ("evals", 3, None)]
+    pods = {p["metadata"]["name"] for p in w.kube.pods()}
+    w.kube.put(_secret("grpo-token", token="t1\n"))
+    w.kube.put(_secret("shared", evals="t2"))
     status = w.reconcile()  # the next full pass (or OWNED_RESYNC_SECONDS later) looks again
-    assert len(w.kube.pods()) == 2 and not [c for c in status["conditions"] if c["reason"] == "TenantTokenMissing"]
+    assert not [c for c in status["conditions"] if c["reason"] == "TenantTokenMissing"]
+    assert [(t.name, t.sha256) for t in w.workers.tenants["10.0.0.2"].tenants] == [("grpo", _digest("t1")),
+                                                                                     ("evals", _digest("t2"))]
+    assert {p["metadata"]["name"] for p in w.kube.pods()} == pods  # nothing replaced
+    assert [m for _, r, m in w.kube.events if r == "TenantsSent"][-1].startswith("tenants grpo, evals (version ")
+
+
+def test_tenants_added_removed_and_rotated_reach_the_workers_and_roll_nothing():
+    """The template carries only whether the pool has tenants: a tenant added, one rotated, one removed changes
+    the set the workers are sent (each worker once per version), never the template; a worker that does not
+    answer is sent to again on the next pass, and one that restarted (its container's restartCount) too."""
+    w = World(access={"tenants": [{"name": "a", "tokenSecret": {"name": "a"}}]})
+    w.kube.put(_secret("a", token="one"))
+    w.reconcile()
+    w.pods_seen()
+    w.workers.silent.add("10.0.0.2")  # still starting
+    w.reconcile()
+    assert set(w.workers.tenants) == {"10.0.0.1"}
+    w.workers.silent.clear()
+    w.reconcile(full=False)
+    assert set(w.workers.tenants) == {"10.0.0.1", "10.0.0.2"}
+    pods = {p["metadata"]["name"]: p["metadata"]["labels"][HASH_LABEL] for p in w.kube.pods()}
+    first = w.workers.tenants["10.0.0.1"].version
+
+    w.body["spec"]["access"]["tenants"].append({"name": "b", "tokenSecret": {"name": "b"}, "weight": 2})  # added
+    w.body["metadata"]["generation"] = 2
+    w.kube.put(_secret("b", token="two"))
+    w.kube.put(_secret("a", token="one-rotated"))  # and a rotated
+    w.workers.tenants.clear()
+    w.reconcile()
+    held = w.workers.tenants["10.0.0.1"]
+    assert [(t.name, t.weight, t.sha256) for t in held.tenants] == [("a", 1, _digest("one-rotated")),
+                                                                    ("b", 2, _digest("two"))]
+    assert held.version != first and set(w.workers.tenants) == {"10.0.0.1", "10.0.0.2"}
+    w.workers.tenants.clear()
+    w.reconcile()
+    assert w.workers.tenants == {}  # each worker once per version
+
+    pod = w.kube.pods()[0]
+    pod["status"]["containerStatuses"] = [{"name": "worker", "restartCount": 1, "state": {"running": {}}}]
+    w.watch("MODIFIED", pod)
+    w.reconcile()
+    assert set(w.workers.tenants) == {pod["status"]["podIP"]}  # a restarted worker knows no one: sent again
+
+    w.body["spec"]["access"]["tenants"] = w.body["spec"]["access"]["tenants"][1:]  # a removed
+    w.body["metadata"]["generation"] = 3
+    w.reconcile()
+    assert [t.name for t in w.workers.tenants["10.0.0.2"].tenants] == ["b"]
+    assert {p["metadata"]["name"]: p["metadata"]["labels"][HASH_LABEL] for p in w.kube.pods()} == pods  # no roll
+    assert [(v, k) for v, k, _ in w.kube.writes if k == "Pod"] == [("create", "Pod")] * 2  # the first two only
 
 
 def test_a_model_claim_that_does_not_exist_is_said_and_the_pods_still_come():
@@ -299,7 +366,7 @@ def test_a_cache_model_binds_a_local_volume_and_says_why_it_waits():
     namespace; until some node holds a Ready copy the pool says ModelUnavailable with each node's phase and reason
     (pods still created: they wait Pending for a node with the copy); a Released volume (its claim was deleted)
     is made again; a cache that does not exist is said too."""
-    w = World(scorer={"name": "pickscore", "model": {"cache": {"name": "pick"}}})
+    w = World(scorer={"name": "pickscore", "model": {"cache": {"name": "pick"}}}, rollout=DRAIN_FIRST)
     status = w.reconcile()
     (c,) = [c for c in status["conditions"] if c["reason"] == "ModelUnavailable"]
     assert "RewardModelCache pick not found" in c["message"]
@@ -338,7 +405,8 @@ def test_a_cache_whose_source_changes_rolls_the_pool_and_one_being_deleted_does_
     def mounted(pod):
         (m,) = [m for m in pod["spec"]["containers"][0]["volumeMounts"] if m["name"] == "rewardpool-model-0"]
         return m["subPath"].split("/")[0]
-    w = World(scorer={"name": "pickscore", "model": {"cache": {"name": "pick", "subPath": "clip"}}})
+    w = World(scorer={"name": "pickscore", "model": {"cache": {"name": "pick", "subPath": "clip"}}},
+              rollout=DRAIN_FIRST)
     spec = {"source": {"pvc": {"claimName": "w", "subPath": "v1"}}}
     w.kube.put({"apiVersion": "rewardpool.io/v1alpha1", "kind": "RewardModelCache", "metadata": {"name": "pick"},
                 "spec": spec, "status": {"nodes": [{"node": "n0", "phase": "Ready", "reason": "Verified"}]}})

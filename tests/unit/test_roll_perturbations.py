@@ -7,7 +7,8 @@ and unpinned, shadow turned off. After every pass the invariants are checked:
 - no promotion below the gate: a version that went through a shadow phase serves only once its samples passed
   the gate or shadow was turned off;
 - a version groups are pinned to keeps a worker until its window ends (every removal path asks the hold);
-- the operator never takes the Ready serving workers below what the unavailability budget allows;
+- the operator never takes the Ready serving workers below replicas - maxUnavailable (both drawn), and a roll
+  starts new workers only while every worker present (draining ones too) fits in replicas + maxSurge;
 - a shadow phase with no sample past its deadline says why (ShadowStalled);
 - Ready is never said while fewer serving workers than replicas are Ready; at most one shadow worker."""
 from __future__ import annotations
@@ -22,7 +23,7 @@ from rewardpool_operator.pool import builders, sizing as sizing_mod, status as s
 from rewardpool_operator.api.conditions import epoch, now as rfc3339
 from rewardpool_operator.pool.observed import Observed, Signals
 from rewardpool_operator.pool.plan import plan
-from rewardpool_operator.pool.rollout import max_unavailable
+from rewardpool_operator.pool.rollout import budget
 from rewardpool_worker.contract import (DRAIN_ANNOTATION, GROUP_ACTIVE_SECONDS, SCORER_VERSION_LABEL,
                                         SHADOW_ANNOTATION, Agreement)
 from tests.factories import NET, NOW, pool, ready_node
@@ -56,6 +57,8 @@ def agreement(n: int, good: bool) -> Agreement:
 class World:
     replicas: int = 2
     shadow_on: bool = True
+    max_surge: int | str = "25%"
+    max_unavailable: int | str = "25%"
     spec_no: int = 1
     pods: dict = field(default_factory=dict)
     status: dict = field(default_factory=dict)
@@ -78,7 +81,7 @@ class World:
 
     def pool(self):
         rollout = {"shadow": self.shadow_on, "shadowSamples": SAMPLES, "shadowMinCorrelation": MIN_R,
-                   "maxVersionSkewSeconds": SKEW}
+                   "maxVersionSkewSeconds": SKEW, "maxSurge": self.max_surge, "maxUnavailable": self.max_unavailable}
         return pool(replicas=self.replicas, drainTimeoutSeconds=600, progressDeadlineSeconds=DEADLINE,
                     rollout=rollout)
 
@@ -147,9 +150,10 @@ def one_pass(w: World, not_ready: set[str]) -> None:
         w.promoted_at[w.version] = w.now
     leaving = {n for n, _ in pl.drain} | {n for n, *_ in pl.delete}
     after = before - leaving
-    budget_floor = min(n_ready_serving, w.replicas - max_unavailable(w.replicas))
+    b = budget(p.spec.rollout, w.replicas)
+    budget_floor = min(n_ready_serving, b.floor(w.replicas))
     assert len(after) >= budget_floor, (f"the operator took Ready serving workers from {n_ready_serving} to "
-                                        f"{len(after)} (replicas {w.replicas}): {pl.drain} {pl.delete}")
+                                        f"{len(after)} (replicas {w.replicas}, {b}): {pl.drain} {pl.delete}")
 
     first = status_mod.roll_first(pl, w.status)
     if first is not None:
@@ -170,6 +174,9 @@ def one_pass(w: World, not_ready: set[str]) -> None:
         w.add(x)
     for _ in range(pl.create):
         w.add(template)
+    if pl.phase == "Replacing" and pl.create:
+        assert len(w.pods) <= w.replicas + b.surge, (f"{len(w.pods)} workers present after creating {pl.create} "
+                                                     f"(replicas {w.replicas}, {b})")
     new = status_mod.compute(p, s, [], NET, pl, obs.signals, [], w.status, w.gen, "", now=w.now)
     if w.refuse:
         w.refuse -= 1
@@ -222,8 +229,13 @@ PERTURBATION = st.one_of(
 )
 
 
-def run(steps) -> World:
-    w = World()
+BUDGETS = st.tuples(st.sampled_from([0, 1, 2, "25%", "50%", "100%"]),
+                    st.sampled_from([0, 1, 2, "0%", "25%", "50%", "100%"])).filter(
+    lambda b: not (str(b[0]).rstrip("%") == "0" and str(b[1]).rstrip("%") == "0"))
+
+
+def run(steps, rollout_budget=("25%", "25%")) -> World:
+    w = World(max_surge=rollout_budget[0], max_unavailable=rollout_budget[1])
     for _ in range(3):  # a settled pool to start from
         one_pass(w, set())
         for x in w.pods.values():
@@ -266,20 +278,20 @@ def run(steps) -> World:
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(PERTURBATION, min_size=1, max_size=40))
+@given(st.lists(PERTURBATION, min_size=1, max_size=40), BUDGETS)
 # found by a fresh run (2026-12-03): the roll's first record refused, then the one old worker lost: with no live
 # old worker the phase went straight to Replacing and the new version served without its shadow gate
-@example(steps=[("scale", 1), ("refuse", 2), ("spec",), ("lost", 0)])
-def test_rolls_hold_their_invariants_under_perturbations(steps):
-    run(steps)
+@example(steps=[("scale", 1), ("refuse", 2), ("spec",), ("lost", 0)], rollout_budget=("25%", "25%"))
+def test_rolls_hold_their_invariants_under_perturbations(steps, rollout_budget):
+    run(steps, rollout_budget)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(PERTURBATION, max_size=20))
-def test_after_the_perturbations_a_quiet_world_finishes_its_roll_or_says_why(steps):
+@given(st.lists(PERTURBATION, max_size=20), BUDGETS)
+def test_after_the_perturbations_a_quiet_world_finishes_its_roll_or_says_why(steps, rollout_budget):
     """Every phase ends or reports why: once the world stops perturbing (the shadow gets agreeing samples, nothing
     is pinned), the roll completes within its deadline."""
-    w = run(steps)
+    w = run(steps, rollout_budget)
     w.pinned, w.refuse = None, 0
     n, _ = w.samples.get(w.version, (0, True))
     w.samples[w.version] = (max(n, 0) + SAMPLES, True)
@@ -291,3 +303,34 @@ def test_after_the_perturbations_a_quiet_world_finishes_its_roll_or_says_why(ste
     versions = {version(x) for x in w.pods.values() if serving(x)}
     assert versions == {w.version} and "roll" not in w.status, (versions, w.status.get("roll"))
     assert sum(1 for x in w.pods.values() if serving(x)) == w.replicas
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 6), BUDGETS, st.booleans(), st.integers(1, 3))
+@example(replicas=1, rollout_budget=("25%", "25%"), shadow=False, rolls=1)  # the demo's pool: never zero
+@example(replicas=1, rollout_budget=("25%", "25%"), shadow=True, rolls=2)
+def test_ready_workers_never_fall_below_replicas_less_max_unavailable_while_the_cluster_has_room(
+        replicas, rollout_budget, shadow, rolls):
+    """The issue's invariant as the world sees it: a settled pool rolls (once, or again mid-roll), its new workers
+    become Ready a pass after they are created (the cluster has room), nothing else happens; at every moment the
+    Ready serving workers are at least replicas - maxUnavailable, and every roll finishes."""
+    w = World(replicas=replicas, shadow_on=shadow, max_surge=rollout_budget[0], max_unavailable=rollout_budget[1])
+    floor = budget(w.pool().spec.rollout, replicas).floor(replicas)
+    for _ in range(3):
+        one_pass(w, set())
+        for x in w.pods.values():
+            x["status"]["conditions"][0]["status"] = "True"
+        w.now += TICK
+    seen = []
+    for i in range(rolls * 40):
+        if i % 40 == 0 or (rolls > 1 and i == 43):  # a roll; the third case rolls again mid-way
+            w.spec_no += 1
+        w.samples[w.version] = (SAMPLES, True)
+        one_pass(w, set())
+        ready_serving = sum(1 for x in w.pods.values() if serving(x) and ready(x))
+        seen.append(ready_serving)
+        assert ready_serving >= floor, f"Ready serving workers went {seen} (replicas {replicas}, floor {floor})"
+        for x in w.pods.values():
+            x["status"]["conditions"][0]["status"] = "True"
+        w.now += TICK
+    assert {version(x) for x in w.pods.values() if serving(x)} == {w.version} and "roll" not in w.status

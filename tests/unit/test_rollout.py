@@ -1,20 +1,38 @@
-"""Rollout arithmetic: the budget, the removal order, and the budget's use in the PodDisruptionBudget."""
+"""Rollout arithmetic: maxSurge and maxUnavailable resolved, the removal order, and the PodDisruptionBudget."""
 import pytest
+from pydantic import ValidationError
 
+from rewardpool_operator.api.spec import HASH_LABEL, Rollout
 from rewardpool_operator.pool import owned, rollout
-from rewardpool_operator.api.spec import HASH_LABEL
 from tests.factories import pool
 
 
-@pytest.mark.parametrize("replicas,budget", [(0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (7, 1), (8, 2), (16, 4)])
-def test_max_unavailable_is_a_quarter_at_least_one(replicas, budget):
-    assert rollout.max_unavailable(replicas) == budget
+@pytest.mark.parametrize("surge,unavailable,replicas,want", [
+    ("25%", "25%", 0, (0, 1)),  # both 0: one may go, as a Deployment resolves it
+    ("25%", "25%", 1, (1, 0)),  # the defaults keep a 1-replica pool serving: a surge, nothing unavailable
+    ("25%", "25%", 2, (1, 0)),
+    ("25%", "25%", 4, (1, 1)),
+    ("25%", "25%", 7, (2, 1)),  # surge rounds up, unavailable down
+    ("25%", "25%", 16, (4, 4)),
+    (0, 1, 4, (0, 1)),
+    (0, "10%", 4, (0, 1)),  # both resolve to 0
+    (2, 0, 4, (2, 0)),
+    ("100%", "100%", 3, (3, 3)),
+    ("50%", 3, 5, (3, 3)),
+])
+def test_the_budget_resolves_as_a_deployments(surge, unavailable, replicas, want):
+    b = rollout.budget(Rollout(maxSurge=surge, maxUnavailable=unavailable), replicas)
+    assert (b.surge, b.unavailable) == want
+    assert b.floor(replicas) == max(replicas - want[1], 0)
 
 
-@pytest.mark.parametrize("replicas,unavailable,allowed", [(2, 0, 1), (2, 1, 0), (2, 2, 0), (16, 0, 4), (16, 3, 1),
-                                                          (16, 5, 0)])
-def test_roll_allowance_never_exceeds_the_budget(replicas, unavailable, allowed):
-    assert rollout.roll_allowance(replicas, unavailable) == allowed
+@pytest.mark.parametrize("surge,unavailable,message", [
+    (0, 0, "cannot both be 0"), ("0%", 0, "cannot both be 0"), ("0%", "0%", "cannot both be 0"),
+    ("25", 1, "a percentage of replicas"), ("x%", 1, "a percentage of replicas"), (1, -1, "must not be negative"),
+])
+def test_a_budget_that_cannot_roll_is_refused(surge, unavailable, message):
+    with pytest.raises(ValidationError, match=message):
+        Rollout(maxSurge=surge, maxUnavailable=unavailable)
 
 
 def _pod(name, ts, hash_="new", ready=True, ip=None):
@@ -30,10 +48,13 @@ def test_removal_order_stale_then_not_ready_then_least_work_then_newest():
     assert order == ["stale", "unready", "new-idle", "old-idle", "old-busy"]
 
 
-def test_disruption_budget_matches_the_roll_budget():
-    for replicas in (1, 2, 8, 16):
-        pdb = owned.disruption_budget(pool(replicas=replicas))
-        assert pdb["spec"]["maxUnavailable"] == rollout.max_unavailable(replicas)
-        assert pdb["spec"]["selector"]["matchLabels"] == {"rewardpool.io/pool": "p",
-                                                          "app.kubernetes.io/component": "worker"}
-        assert pdb["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+@pytest.mark.parametrize("replicas,rollout_spec,allowed", [
+    (1, {}, 1), (2, {}, 1), (8, {}, 2), (16, {}, 4),  # the roll's maxUnavailable, at least one
+    (8, {"maxUnavailable": 0}, 1), (8, {"maxUnavailable": 3}, 3), (10, {"maxUnavailable": "50%"}, 5),
+])
+def test_disruption_budget_is_the_rolls_at_least_one(replicas, rollout_spec, allowed):
+    pdb = owned.disruption_budget(pool(replicas=replicas, rollout=rollout_spec))
+    assert pdb["spec"]["maxUnavailable"] == allowed
+    assert pdb["spec"]["selector"]["matchLabels"] == {"rewardpool.io/pool": "p",
+                                                      "app.kubernetes.io/component": "worker"}
+    assert pdb["metadata"]["ownerReferences"][0]["uid"] == "u-1"

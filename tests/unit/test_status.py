@@ -71,10 +71,11 @@ def test_a_roll_held_for_pinned_groups_says_so_and_is_not_a_stalled_roll():
     held = [pod("a", hash_="old", ip="10.0.0.1"), pod("c", ip="10.0.0.3")]
     for p_ in held:
         p_["metadata"]["labels"]["rewardpool.io/scorer-version"] = "v2" if p_ is held[1] else "v1"
-    p = pool(replicas=2, progressDeadlineSeconds=60, rollout={"maxVersionSkewSeconds": 900})
+    rollout = {"maxVersionSkewSeconds": 900, "maxSurge": 0, "maxUnavailable": 1}  # the hold, not the surge, keeps a
+    p = pool(replicas=2, progressDeadlineSeconds=60, rollout=rollout)
     old = {"roll": {"to": "H", "since": rfc3339(NOW - 100)},
            "progress": {"key": "stale", "time": rfc3339(NOW - 100)}}  # nothing changed for longer than 60 s
-    pl = run_plan(held, groups={"10.0.0.1": 4}, old_status=old, rollout={"maxVersionSkewSeconds": 900})
+    pl = run_plan(held, groups={"10.0.0.1": 4}, old_status=old, rollout=rollout)
     new = status.compute(p, sizing.compute(p.spec), [], NET, pl, Signals(0, 0, None, 2), [], old, 1, "", now=NOW)
     cond = next(c for c in new["conditions"] if c["type"] == "Progressing")
     assert (cond["status"], cond["reason"]) == ("True", "WaitingForPinnedGroups")

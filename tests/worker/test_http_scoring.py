@@ -40,8 +40,8 @@ def png(seed: int) -> bytes:
     return buf.getvalue()
 
 
-def post(url: str, body: bytes, ctype="application/json", timeout=30) -> tuple[int, bytes, dict]:
-    req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": ctype})
+def post(url: str, body: bytes, ctype="application/json", timeout=30, headers=None) -> tuple[int, bytes, dict]:
+    req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": ctype, **(headers or {})})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return r.status, r.read(), dict(r.headers)
@@ -164,7 +164,9 @@ def test_the_http_client_and_the_miles_hook_over_http_give_the_ray_paths_rewards
     from types import SimpleNamespace
 
     from rewardpool_worker.client.http_client import HttpRewardPoolClient, HttpStatusError
-    from rewardpool_worker.contract import TenantConfig
+    import hashlib
+
+    from rewardpool_worker.contract import Tenant, Tenants
     from rewardpool_worker.integrations import miles
     from rewardpool_worker.runtime.tenants import TenantAuth
 
@@ -186,10 +188,9 @@ def test_the_http_client_and_the_miles_hook_over_http_give_the_ray_paths_rewards
                                 generated_output=SimpleNamespace(key=r.key, shape=r.shape, dtype=torch.float32,
                                                                  size=r.nbytes)) for r in refs]
     ray_args = SimpleNamespace(custom_rm_args="pool=hsc,namespace=t,hint=false,timeout=60", reward_key=None)
-    (tmp_path / "tenants").mkdir()
-    (tmp_path / "tenants" / "grpo").write_text("s3cret")
     (tmp_path / "token").write_text("s3cret\n")
-    state.scoring.auth = TenantAuth([TenantConfig(name="grpo")], tmp_path / "tenants")
+    state.scoring.auth = TenantAuth(True)
+    state.scoring.auth.update(Tenants(tenants=[Tenant(name="grpo", sha256=hashlib.sha256(b"s3cret").hexdigest())]))
     http_args = SimpleNamespace(custom_rm_args=f"pool=hsc,namespace=t,hint=false,timeout=60,url={url},"
                                                f"token_file={tmp_path / 'token'}", reward_key=None)
     ray_samples, http_samples = samples(), samples()
@@ -210,9 +211,11 @@ def test_the_http_client_and_the_miles_hook_over_http_give_the_ray_paths_rewards
 
 def test_a_pool_with_no_ray_cluster_serves_http_with_its_tenants_tokens(master, store, tmp_path):
     """The worker entrypoint as a pod runs it, from the config the operator renders for a pool with spec.access
-    tenants and no spec.ray (the worker's own private Ray: no Ray head to run): it scores a stored output and an
-    inline tensor over HTTP for a tenant's token (from the projected token files), refuses no token (401) and a
-    wrong one (403), and describes the pool."""
+    tenants and no spec.ray (the worker's own private Ray: no Ray head to run): it is not Ready, and refuses HTTP
+    scoring (503), until the tenants are sent to POST /tenants with the control token (none or a wrong one: 401,
+    403; a body that is not tenants: 400); then it scores a stored output and an inline tensor over HTTP for a
+    tenant's token, refuses no token (401) and a wrong one (403), and describes the pool. A tenant rotated and
+    one added take effect at once, on the same process."""
     from rewardpool_operator.pool import builders
     from rewardpool_operator.api.spec import Pool
     from rewardpool_worker.client.http_client import HttpRewardPoolClient, HttpStatusError
@@ -225,12 +228,44 @@ def test_a_pool_with_no_ray_cluster_serves_http_with_its_tenants_tokens(master, 
         "sizing": {"samplesPerRollout": 4, "outputBytesPerSample": "1Mi"},
         "access": {"tenants": [{"name": "grpo", "tokenSecret": {"name": "grpo-token"}}]}}})
     assert pool.spec.ray.address is None
-    tenants = tmp_path / "tenants"
-    tenants.mkdir()
-    (tenants / "grpo").write_text("grpo-secret\n")  # as the projected Secret key appears in the pod
-    proc, port, _, _ = start_entrypoint(pool, tmp_path, "noray-abcde", REWARDPOOL_RAY_CPUS="1",
-                                        REWARDPOOL_TENANTS_DIR=str(tenants))
+    import hashlib
+    import urllib.request
+
+    from rewardpool_worker.contract import TENANTS_PATH, Tenant, Tenants
+    from tests.conftest import wait_for
+
+    (tmp_path / "control").write_text("ctl-token\n")
+    proc, port, log_path, _ = start_entrypoint(pool, tmp_path, "noray-abcde", wait=False, REWARDPOOL_RAY_CPUS="1",
+                                               REWARDPOOL_CONTROL_TOKEN_FILE=str(tmp_path / "control"))
+
+    def readyz():
+        assert proc.poll() is None, log_path.read_text()[-3000:]
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+        except OSError:
+            return None
+
+    def send(body: bytes, token="ctl-token"):
+        return post(f"http://127.0.0.1:{port}{TENANTS_PATH}", body, headers={"Authorization": f"Bearer {token}"})[0]
+
+    def tenants(**tokens):
+        return Tenants(tenants=[Tenant(name=n, sha256=hashlib.sha256(t.encode()).hexdigest())
+                                for n, t in tokens.items()]).model_dump_json().encode()
     try:
+        waiting = wait_for(lambda: (r := readyz()) and "tenants" in (r[1].get("reason") or "") and r, timeout=120,
+                           what="the worker started, waiting for its tenants")
+        assert waiting[0] == 503
+        refused = post(f"http://127.0.0.1:{port}{httpapi.SCORE_PATH}", b"{}",
+                       headers={"Authorization": "Bearer grpo-secret"})
+        assert refused[0] == 503 and b"not received its pool's tenants" in refused[1]  # fail closed
+        assert send(tenants(grpo="grpo-secret"), token="guess") == 403
+        assert post(f"http://127.0.0.1:{port}{TENANTS_PATH}", tenants(grpo="grpo-secret"))[0] == 401
+        assert send(b'{"tenants": [{"name": "grpo", "token": "grpo-secret"}]}') == 400  # never a token itself
+        assert send(tenants(grpo="grpo-secret")) == 200
+        assert wait_for(lambda: (r := readyz()) and r[0] == 200, timeout=30, what="Ready once it holds its tenants")
         video = torch.randint(0, 256, (3, 4, 8, 8), dtype=torch.uint8)
         ref = put_output(store, "noray/s0", video, preferred_segment=store.hostname)
         import asyncio
@@ -246,6 +281,10 @@ def test_a_pool_with_no_ray_cluster_serves_http_with_its_tenants_tokens(master, 
         with pytest.raises(HttpStatusError, match="403"):
             asyncio.run(HttpRewardPoolClient(f"http://127.0.0.1:{port}", "guess", timeout=60)
                         .score_detailed([ref], ["p"]))
+        assert send(tenants(grpo="rotated", evals="evals-secret")) == 200  # rotated and added, same process
+        for token, code in (("grpo-secret", 403), ("rotated", 200), ("evals-secret", 200)):
+            assert post(f"http://127.0.0.1:{port}{httpapi.SCORE_PATH}", body,
+                        headers={"Authorization": f"Bearer {token}"})[0] == code, token
         store.remove(ref.key, force=True)
     finally:
         proc.kill()

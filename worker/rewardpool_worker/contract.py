@@ -5,6 +5,7 @@ Both sides import this module; nothing else crosses between them. It imports not
 nothing heavy (the operator image carries this file alone of the worker package)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -36,9 +37,10 @@ def score_service_name(pool: str) -> str:
 # The worker's HTTP endpoints on HTTP_PORT: reads open to probes and scrapers, control calls authenticated.
 HEALTH_PATH, READY_PATH, METRICS_PATH, DRAIN_PATH = "/healthz", "/readyz", "/metrics", "/drain"
 PROMOTE_PATH = "/promote"  # a shadow worker's version takes traffic now (SHADOW_ANNOTATION removed)
-# spec.access.tenants: each tenant's token (its Secret's key) is projected into the pod as TENANTS_DIR/<tenant>; the
-# worker reads them on every HTTP scoring request (a rotated Secret is picked up without a restart).
-TENANTS_DIR = "/etc/rewardpool/tenants"
+# spec.access.tenants: the operator sends each worker its pool's tenants (names, shares, their tokens' SHA-256, never
+# the tokens) with the control token, at start and within seconds of any change (a tenant added, removed, its
+# Secret rotated): no worker is replaced, and a worker that has not received them yet takes no HTTP scoring.
+TENANTS_PATH = "/tenants"
 # The name Multus gives the pod's RoCE interface (the first secondary network); the worker lends its segment
 # on this interface's address.
 ROCE_INTERFACE = "net1"
@@ -427,10 +429,27 @@ class RayConfig(BaseModel):
         "the actors' names, so the worker waits this long for an unreachable GCS instead of exiting to rejoin"))
 
 
-class TenantConfig(BaseModel):
+class Tenant(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
     weight: int = Field(default=1, ge=1, le=100, description="its share of the worker's read slots")
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$", description=(
+        "hex SHA-256 of its bearer token (the Secret key's value, stripped); None: its Secret is missing, so no "
+        "token is this tenant's"))
+
+
+class Tenants(BaseModel):
+    """What the operator sends to TENANTS_PATH: the pool's tenants as they are now."""
+    model_config = ConfigDict(extra="forbid")
+    tenants: list[Tenant] = Field(default_factory=list)
+
+    @property
+    def version(self) -> str:
+        """A digest of the set: the worker reports the one it holds (/healthz `tenants`), the operator compares."""
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+
+    def weights(self) -> dict[str, int]:
+        return {t.name: t.weight for t in self.tenants}
 
 
 class WorkerConfig(BaseModel):
@@ -452,9 +471,10 @@ class WorkerConfig(BaseModel):
                                        "after SIGTERM (the pool's drainTimeoutSeconds)")
     wedge_floor_seconds: float = Field(default=300.0, gt=0, description=(
         "liveness fails when a batch holds the model longer than max(this, 10 x the slowest batch seen)"))
-    tenants: list[TenantConfig] = Field(default_factory=list, description=(
-        "spec.access.tenants: who may score over HTTP (a token each, in TENANTS_DIR) and their shares; empty: HTTP "
-        "scoring is open to whoever the network admits, as the Ray path is"))
+    tenant_auth: bool = Field(default=False, description=(
+        "spec.access lists tenants: HTTP scoring needs a tenant's token, and the worker is Ready once the operator "
+        "sent it the tenants (TENANTS_PATH); False: HTTP scoring is open to whoever the network admits, as the Ray "
+        "path is"))
     scorer_version: str = Field(default="", description=(
         "the operator's digest of what decides scores (image, scorers, args, model paths, numFrames, dtype, "
         "weights); the worker appends its model files' content digest (scorer_version())"))
@@ -553,3 +573,4 @@ class WorkerHealth(BaseModel):
     # scorer version whose outputs it scored beside it.
     shadow: bool = False
     agreement: dict[str, Agreement] = Field(default_factory=dict)
+    tenants: str | None = None  # the version (Tenants.version) of the tenants it holds; None: none received

@@ -124,7 +124,8 @@ WORKERS_CANNOT_REACH_STORE = "WorkersCannotReachStore"  # Degraded: the store ma
 MODEL_CACHE_BOUND = "ModelCacheBound"  # Normal: a cache's local volume made for the pool's namespace
 MODEL_CACHE_IN_USE = "ModelCacheInUse"  # Warning, on a cache: its deletion waits for the pools that use it
 MODEL_UNAVAILABLE = "ModelUnavailable"  # Degraded: workers cannot load their scorers' model (missing, empty, bad)
-TENANT_TOKEN_MISSING = "TenantTokenMissing"  # blocking: a spec.access tenant's token Secret or key does not exist
+TENANTS_SENT = "TenantsSent"  # the pool's tenants changed and its workers hold the new set (an event)
+TENANT_TOKEN_MISSING = "TenantTokenMissing"  # a spec.access tenant's token Secret or key does not exist: no call is its
 DATA_PATH_BROKEN = "DataPathBroken"  # Degraded: a worker's reads fail while its peers' succeed (datapath.py)
 
 

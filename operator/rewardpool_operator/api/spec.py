@@ -2,6 +2,7 @@
 file sees what the API server would store."""
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -226,7 +227,15 @@ class PodTemplate(_M):
     spec: dict[str, Any] = Field(default_factory=dict)
 
 
+IntOrPercent = int | str  # a count, or a percentage of replicas ("25%"), as a Deployment's rolling update takes
+
+
 class Rollout(_M):
+    # As a Deployment's rollingUpdate: workers of the new template started beyond replicas (a percentage rounds
+    # up), and Ready workers the roll may take out of service at once (rounds down). Both 0 is refused; both
+    # resolving to 0 (a small pool) lets one go, as a Deployment does. The defaults keep a 1-replica pool serving.
+    maxSurge: IntOrPercent = "25%"
+    maxUnavailable: IntOrPercent = "25%"
     # Hold a roll's removal of a scorer version's last Ready worker while groups are pinned to it, up to this
     # long after the roll began; None: no hold (pinned groups move to the new version when theirs is gone).
     maxVersionSkewSeconds: int | None = Field(default=None, ge=0)
@@ -236,6 +245,19 @@ class Rollout(_M):
     shadow: bool = False
     shadowSamples: int = Field(default=200, ge=1)
     shadowMinCorrelation: float | None = Field(default=None, ge=-1.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _budget(self):
+        for name in ("maxSurge", "maxUnavailable"):
+            v = getattr(self, name)
+            if isinstance(v, str) and not re.fullmatch(r"[0-9]{1,3}%", v):
+                raise ValueError(f"rollout.{name} must be a count (2) or a percentage of replicas (25%), not {v!r}")
+            if isinstance(v, int) and v < 0:
+                raise ValueError(f"rollout.{name} must not be negative")
+        if str(self.maxSurge).rstrip("%") == "0" and str(self.maxUnavailable).rstrip("%") == "0":
+            raise ValueError("rollout.maxSurge and rollout.maxUnavailable cannot both be 0: a roll could never "
+                             "start a new worker nor stop an old one")
+        return self
 
 
 class TokenSecret(_M):

@@ -9,6 +9,8 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
+from rewardpool_worker.contract import Tenants
+
 from ..api.findings import Problem
 from ..api.spec import Pool
 from ..cluster.kube import Kube, NadCrdMissing
@@ -25,6 +27,7 @@ class Owned:
     generation: int
     at: float
     copies: dict[str, str] = field(default_factory=dict)  # each model cache's current copy {cache: identity}
+    tenants: Tenants | None = None  # what the workers must hold; None: the pool's HTTP scoring is open
 
 
 # How each kind is read (None: missing); a Namespace as its labels.
@@ -60,4 +63,4 @@ async def ensure_owned(kube: Kube, pool: Pool, generation: int, applied: dict[st
     if p.create_secret is not None:
         await kube.create_secret(p.create_secret)
     events += p.events
-    return Owned(p.network, p.token, p.problems, generation, time.monotonic(), p.copies)
+    return Owned(p.network, p.token, p.problems, generation, time.monotonic(), p.copies, p.tenants)

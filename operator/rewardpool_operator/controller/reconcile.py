@@ -36,6 +36,7 @@ from ..pool.owned import attachment_ref
 from ..pool.plan import Plan, plan
 from ..pool.rollout import is_ready, pod_ip
 from . import metrics as pool_metrics
+from . import tenants as tenants_ctl
 from .owned import Applied, Owned, ensure_owned
 from .workers import WorkerClient
 
@@ -67,6 +68,8 @@ class PoolMemory:
     signals_at: float = 0.0
     pins: dict[str, float] = field(default_factory=dict)  # scorer versions with caller groups pinned (plan.Plan.pins)
     reads: datapath.Samples = field(default_factory=dict)  # each worker's read counters per scrape, in the window
+    tenants_sent: dict[str, str] = field(default_factory=dict)  # pod/restarts -> the tenants version it took
+    tenants_said: str = ""  # the tenants version the last TenantsSent event told
 
 
 async def reconcile(kube: Kube, workers: WorkerClient, body: dict, nodes: dict[str, dict], pods: PodCache,
@@ -105,6 +108,14 @@ async def reconcile(kube: Kube, workers: WorkerClient, body: dict, nodes: dict[s
     observed = await _observe(workers, pool, nodes, pods, memory, full)
     observed.annotations = body["metadata"].get("annotations") or {}
     observed.pins = memory.pins
+    if owned.tenants is not None and owned.token:  # who may score over HTTP, to the workers that lack it
+        took = await tenants_ctl.send(workers, observed.pods, observed.health, owned.tenants, owned.token,
+                                      memory.tenants_sent)
+        if took and memory.tenants_said != owned.tenants.version:
+            memory.tenants_said = owned.tenants.version
+            names = ", ".join(t.name for t in owned.tenants.tenants)
+            await _say(kube, body, "Normal", R.TENANTS_SENT, f"tenants {names} (version {owned.tenants.version}) "
+                       f"sent to {len(took)} worker(s); no worker is replaced")
     problems += podstatus.container_problems(observed.pods)  # image pulls, crash loops: said, not silent
     problems += podstatus.unready_problems(observed.pods, observed.health)  # Ray or store outages: said too
 

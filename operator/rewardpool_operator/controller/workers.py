@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rewardpool_worker.contract import (ACTIVE_GROUPS_METRIC, DRAIN_PATH, HEALTH_PATH, HTTP_PORT, MASTER_METRICS_PATH,
                                         METRICS_PATH, PENDING_BYTES_METRIC, PROMOTE_PATH, QUEUE_DEPTH_METRIC,
-                                        SCORE_METRIC, SEGMENTS_DETAIL_PATH, STORE_READS_METRIC, WorkerHealth,
-                                        control_header, segment_used)
+                                        SCORE_METRIC, SEGMENTS_DETAIL_PATH, STORE_READS_METRIC, TENANTS_PATH, Tenants,
+                                        WorkerHealth, control_header, segment_used)
 
 from ..pool.observed import Signals
 
@@ -37,6 +37,10 @@ class WorkerClient(Protocol):
 
     async def promote(self, pod_ip: str, token: str) -> bool:
         """Take a shadow worker out of shadow now, with the pool's control token; True when it accepted."""
+
+    async def send_tenants(self, pod_ip: str, token: str, tenants: Tenants) -> bool:
+        """Give the worker its pool's tenants (names, shares, token digests), with the control token; True when it
+        took them."""
 
     async def segment_used_bytes(self, master_metrics: str, segment: str) -> int | None:
         """Bytes the master says are allocated in one client's segment (None if unknown)."""
@@ -138,6 +142,9 @@ class HttpWorkerClient:
         """POST /promote. As with a drain, the annotation the operator removed first reaches the worker anyway."""
         return await _control(pod_ip, PROMOTE_PATH, token)
 
+    async def send_tenants(self, pod_ip: str, token: str, tenants: Tenants) -> bool:
+        return await _control(pod_ip, TENANTS_PATH, token, body=tenants.model_dump_json().encode(), ok=200)
+
     async def segment_used_bytes(self, master_metrics: str, segment: str) -> int | None:
         async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
             detail, metrics = await asyncio.gather(_get(session, f"http://{master_metrics}{SEGMENTS_DETAIL_PATH}"),
@@ -145,12 +152,13 @@ class HttpWorkerClient:
         return segment_used(detail, metrics, segment)
 
 
-async def _control(pod_ip: str, path: str, token: str) -> bool:
+async def _control(pod_ip: str, path: str, token: str, body: bytes | None = None, ok: int = 202) -> bool:
+    headers = control_header(token) | ({"Content-Type": "application/json"} if body is not None else {})
     try:
         async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
-            async with session.post(f"http://{pod_ip}:{HTTP_PORT}{path}", headers=control_header(token)) as resp:
-                if resp.status in (401, 403):
+            async with session.post(f"http://{pod_ip}:{HTTP_PORT}{path}", headers=headers, data=body) as resp:
+                if resp.status in (400, 401, 403):
                     log.warning("worker %s refused %s (%s): %s", pod_ip, path, resp.status, await resp.text())
-                return resp.status == 202
+                return resp.status == ok
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
         return False

@@ -10,8 +10,8 @@ import json
 
 from rewardpool_worker.contract import (ANNOTATIONS_FILE, CONTROL_SECRET_KEY, CONTROL_TOKEN_DIR, ENV_VAR, HEALTH_PATH,
                                         HTTP_PORT, MODELS_ROOT, READY_PATH, ROCE_INTERFACE, SCORER_VERSION_LABEL,
-                                        TENANTS_DIR, RayConfig, ScorerConfig, StoreConfig, TenantConfig, WorkerConfig,
-                                        api_key_env, control_secret_name, termination_grace_seconds)
+                                        RayConfig, ScorerConfig, StoreConfig, WorkerConfig, api_key_env,
+                                        control_secret_name, termination_grace_seconds)
 
 from ..api.quantity import format_bytes
 from ..api.spec import COMPONENT_LABEL, HASH_LABEL, MANAGED_BY, WORKER_CONTAINER, ModelSource, Pool
@@ -26,8 +26,7 @@ IPC_LOCK = "IPC_LOCK"  # the one capability a worker has: the store pins its seg
 NONROOT_UID = 65532
 
 # What the operator owns in a worker pod; a podTemplate that would replace any of it is refused (validate.py).
-OWNED_VOLUMES = {"dshm": "/dev/shm", "podinfo": ANNOTATIONS_FILE.rsplit("/", 1)[0], "control": CONTROL_TOKEN_DIR,
-                 "tenants": TENANTS_DIR}
+OWNED_VOLUMES = {"dshm": "/dev/shm", "podinfo": ANNOTATIONS_FILE.rsplit("/", 1)[0], "control": CONTROL_TOKEN_DIR}
 CONTRACT_ENV = (ENV_VAR, "POD_NAME", "POD_NAMESPACE", "POD_IP", "NODE_NAME")
 OWNED_WORKER_FIELDS = ("image", "command", "args", "ports", "startupProbe", "livenessProbe", "readinessProbe",
                        "resources")
@@ -181,7 +180,9 @@ def worker_config(pool: Pool, sizing: SizingResult, copies: dict[str, str] | Non
         read_buffer_max_bytes=sizing.read_buffer_bytes,
         network_attachment=f"{ref[0]}/{ref[1]}" if ref else None,
         drain_timeout_seconds=pool.spec.drainTimeoutSeconds,
-        tenants=[TenantConfig(name=t.name, weight=t.weight) for t in pool.spec.access.tenants],
+        # Whether HTTP scoring needs a tenant's token; who the tenants are is sent to the running workers
+        # (controller/tenants.py), so adding, removing or rotating one rolls nothing.
+        tenant_auth=bool(pool.spec.access.tenants),
         scorer_version=scorer_digest(pool, copies),
     )
 
@@ -297,11 +298,6 @@ def pod_template(pool: Pool, sizing: SizingResult, copies: dict[str, str] | None
             ],
         },
     }
-    if spec.access.tenants:  # each tenant's token as TENANTS_DIR/<tenant>, refreshed by the kubelet on rotation
-        container["volumeMounts"].append({"name": "tenants", "mountPath": OWNED_VOLUMES["tenants"], "readOnly": True})
-        pod["spec"]["volumes"].append({"name": "tenants", "projected": {"defaultMode": 0o440, "sources": [
-            {"secret": {"name": t.tokenSecret.name, "items": [{"key": t.tokenSecret.key, "path": t.name}]}}
-            for t in spec.access.tenants]}})
     volumes, mounts = model_mounts(pool, copies)  # the scorers' model sources, read-only
     pod["spec"]["volumes"] += volumes
     container["volumeMounts"] += mounts
@@ -351,6 +347,8 @@ def worker_identity(pool: Pool, sizing: SizingResult, copies: dict[str, str] | N
                        "shm": sizing.shm_bytes}}
     if used := {n: copies[n] for n in model_caches(pool) if (copies or {}).get(n)}:  # only then: others keep theirs
         seen["copies"] = used
+    if pool.spec.access.tenants:  # open <-> tenants changes who may score on a worker; who the tenants are does not
+        seen["tenantAuth"] = True
     return hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).hexdigest()[:10]
 
 

@@ -17,16 +17,17 @@ import copy
 import json
 from dataclasses import dataclass, field
 
-from rewardpool_worker.contract import CONTROL_SECRET_KEY, HTTP_PORT, SCORE_PORT_NAME, control_secret_name
+from rewardpool_worker.contract import CONTROL_SECRET_KEY, HTTP_PORT, SCORE_PORT_NAME, Tenants, control_secret_name
 from rewardpool_worker.contract import score_service_name as service_for
 
 from ..api import reasons as R
 from ..api.findings import Problem
 from ..api.spec import COMPONENT_LABEL, Pool
 from ..modelcache.layout import CACHE_LABEL, cache_problem, local_claim, local_volume, source_identity
+from . import tenants as tenants_mod
 from .builders import attachment_ref, model_caches, model_source, nad_name, pod_template, pool_labels, service_name
 from .observed import Network
-from .rollout import max_unavailable
+from .rollout import disruptions
 from .sizing import SizingResult
 
 PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
@@ -84,10 +85,10 @@ def score_service(pool: Pool) -> dict:
 
 
 def disruption_budget(pool: Pool) -> dict:
-    """Voluntary evictions (`kubectl drain`, cluster autoscaler) get the same budget as the operator's own
-    rollouts, so a node drain takes workers away one budget at a time while replacements start elsewhere."""
+    """Voluntary evictions (`kubectl drain`, cluster autoscaler) get the roll's maxUnavailable (at least one), so
+    a node drain takes workers away one budget at a time while replacements start elsewhere."""
     return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": _meta(pool, pool.name, "workers"),
-            "spec": {"maxUnavailable": max_unavailable(pool.spec.replicas),
+            "spec": {"maxUnavailable": disruptions(pool.spec.rollout, pool.spec.replicas),
                      "selector": {"matchLabels": {**pool.selector, COMPONENT_LABEL: "worker"}}}}
 
 
@@ -184,6 +185,7 @@ class OwnedPlan:
     kept: list[tuple[dict, str]] = field(default_factory=list)  # holding what is wanted: (desired, resourceVersion)
     create_secret: dict | None = None
     events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
+    tenants: Tenants | None = None  # what the workers must hold (pool/tenants.py); None: HTTP scoring is open
 
 
 def _cache_objects(pool: Pool) -> list[tuple[str, dict, dict]]:
@@ -224,7 +226,8 @@ def decide(pool: Pool, found: Found, applied: dict[str, Applied], new_token: str
     token_problem = _control_token(pool, p, live.get(("Secret", pool.namespace, control_secret_name(pool.name))),
                                    new_token)
     cache_problem_ = _model_caches(pool, p, live, applied)
-    p.problems = [x for x in (token_problem, _pod_security(pool, live), _tenant_tokens(pool, live),
+    p.tenants, tenant_problem = tenants_mod.wanted(pool, live)
+    p.problems = [x for x in (token_problem, _pod_security(pool, live), tenant_problem,
                               _model_claims(pool, live), cache_problem_) if x is not None]
     return p
 
@@ -313,22 +316,6 @@ def _model_caches(pool: Pool, p: OwnedPlan, live: dict[Ref, dict | None],
         _want(pool, p, volume, have, applied.get(applied_key(volume)), forget=released)
         _want(pool, p, claim, live.get(ref(claim)), applied.get(applied_key(claim)))
     return Problem(R.MODEL_UNAVAILABLE, "scorer.model.cache: " + "; ".join(said)) if said else None
-
-
-def _tenant_tokens(pool: Pool, live: dict[Ref, dict | None]) -> Problem | None:
-    """Every tenant's token Secret and key exist: a worker pod whose projected Secret is missing never starts."""
-    missing = []
-    for t in pool.spec.access.tenants:
-        secret = live.get(("Secret", pool.namespace, t.tokenSecret.name))
-        if secret is None:
-            missing.append(f"{t.name}: Secret {t.tokenSecret.name} not found")
-        elif t.tokenSecret.key not in (secret.get("data") or {}) and t.tokenSecret.key not in (secret.get("stringData")
-                                                                                             or {}):
-            missing.append(f"{t.name}: Secret {t.tokenSecret.name} has no key {t.tokenSecret.key}")
-    if not missing:
-        return None
-    return Problem(R.TENANT_TOKEN_MISSING, "spec.access.tenants: " + "; ".join(missing) + " (create it in namespace "
-                   f"{pool.namespace}; no worker starts without every tenant's token)", True)
 
 
 def _model_claims(pool: Pool, live: dict[Ref, dict | None]) -> Problem | None:

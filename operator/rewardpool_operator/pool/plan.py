@@ -10,9 +10,11 @@ once; the serving workers not yet marked to leave; the hold; the plan being made
    replaced (a pinned version's last one by a copy of itself); they never count as workers;
 4. a worker whose store reads fail while its peers' succeed (`datapath.broken`) is marked for draining;
 5. a surplus of serving workers is marked for draining, in `rollout.removal_order`;
-6. missing workers are created: of the wanted template, or in the Shadow phase copies of an old worker;
+6. missing workers are created: of the wanted template (in a roll, serving workers within replicas +
+   spec.rollout.maxSurge: as a Deployment's, draining ones are not counted), or in the Shadow phase copies of
+   an old worker;
 7. stale workers (another template) are marked for draining, when the phase allows: the ones not Ready at
-   once, the Ready ones while the unavailability budget allows;
+   once, the Ready ones while replicas - maxUnavailable stay Ready;
 8. workers already draining are deleted when `drain.verdict` says nothing is lost;
 9. what status counts; then the built-in autoscaler's new size, if any, written through /scale.
 Every removal of a serving worker (4, 5, 7, and the replacement in 3) asks the one hold, so none removes the last
@@ -37,11 +39,10 @@ from . import roll as roll_mod
 from .autoscaler import Decision
 from .builders import copy_of
 from .observed import Network, Observed
-from .rollout import is_ready, pod_ip, removal_order, roll_allowance
+from .rollout import Budget, budget, is_ready, pod_ip, removal_order
 from .sizing import SizingResult
 
 NODE_LOST_SECONDS = 60.0  # a node NotReady or Unknown this long: its workers are replaced
-STUCK_TERMINATING_SECONDS = 30.0  # past its grace period, a terminating pod no longer holds up a roll
 
 
 @dataclass
@@ -104,18 +105,6 @@ def lost_reason(pod: dict, nodes: dict[str, dict], now: float) -> str | None:
         if since is not None and now - since >= NODE_LOST_SECONDS:
             return f"its node {node_name} has not been Ready for {now - since:.0f}s"
     return None
-
-
-def stuck_terminating(pod: dict, nodes: dict[str, dict], now: float) -> bool:
-    """A terminating pod that will not go on its own (its node is lost, or it is far past its grace)."""
-    meta = pod["metadata"]
-    deleted_at = C.epoch(meta.get("deletionTimestamp"))
-    if deleted_at is None:
-        return False
-    grace = meta.get("deletionGracePeriodSeconds") or 0
-    node_name = (pod.get("spec") or {}).get("nodeName")
-    node_lost = bool(node_name) and lost_reason({"spec": {"nodeName": node_name}}, nodes, now) is not None
-    return node_lost or now - deleted_at > grace + STUCK_TERMINATING_SECONDS
 
 
 def scorer_versions(pods: list[dict], reported: dict[str, str] | None = None) -> list[dict]:
@@ -181,7 +170,6 @@ class _Pass:
     observed: Observed
     old_status: dict
     p: Plan
-    terminating: list[dict] = field(default_factory=list)
     lost: list[tuple[dict, str]] = field(default_factory=list)  # (pod, why)
     draining: list[dict] = field(default_factory=list)
     started_at: dict[str, float] = field(default_factory=dict)  # draining pod -> when its drain began
@@ -194,6 +182,7 @@ class _Pass:
     allowed: roll_mod.Allowed | None = None
     serving: list[dict] = field(default_factory=list)
     hold: roll_mod.Hold | None = None
+    budget: Budget = Budget(surge=1, unavailable=0)  # spec.rollout's, resolved against replicas
 
     def left(self, version: str) -> int:
         return sum(1 for x in self.serving if _version(x) == version)
@@ -320,7 +309,7 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
          blocking: bool, network: Network, old_status: dict) -> Plan:
     p = Plan(template=template, want_hash=want_hash, managed=network.ok and not blocking)
     pas = _Pass(pool=pool, sizing=sizing, template=template, want_hash=want_hash, observed=observed,
-                old_status=old_status, p=p)
+                old_status=old_status, p=p, budget=budget(pool.spec.rollout, pool.spec.replicas))
     for step in STEPS:
         if p.managed or step.while_blocked:
             step.run(pas)
@@ -328,10 +317,10 @@ def plan(pool: Pool, sizing: SizingResult, template: dict, want_hash: str, obser
 
 
 def _sort_pods(pas: _Pass) -> None:
-    """The pods by what they are: terminating, lost, draining, shadows (of the wanted template or another), stale."""
+    """The pods by what they are: terminating (left out: they serve nothing and hold up nothing), lost, draining,
+    shadows (of the wanted template or another), stale."""
     p, observed, want_hash, now = pas.p, pas.observed, pas.want_hash, pas.observed.now
     p.hint = parse_expected_outputs(observed.annotations.get(EXPECTED_OUTPUTS_ANNOTATION), now)
-    pas.terminating = [x for x in observed.pods if x["metadata"].get("deletionTimestamp")]
     live = [x for x in observed.pods if not x["metadata"].get("deletionTimestamp")]
     pas.lost = lost = [(x, why) for x in live if (why := lost_reason(x, observed.nodes, now))]
     lost_names = {_name(x) for x, _ in lost}
@@ -433,20 +422,38 @@ def _surplus(pas: _Pass) -> None:
         p.drain.append((_name(pod), "a shadow of a template no longer wanted"))
     if replicas == 0:  # a pool scaled to zero keeps no shadow either
         p.drain += [(_name(x), "scale in") for x in pas.mine if x not in pas.serving]
-    surplus = len(pas.serving) + len(p.create_like) - replicas
+    surplus = len(pas.serving) + len(p.create_like) - _serving_limit(pas)
     for pod in removal_order(pas.serving, want_hash, pas.observed.signals.per_worker):
         if surplus <= 0:
             break
         surplus -= pas.remove(pod, "scale in")
 
 
+def _serving_limit(pas: _Pass) -> int:
+    """Serving workers past this are a surplus: replicas; in a roll's Replacing phase replicas and the surge (the
+    new workers started before the old leave); in the Shadow phase with no surge, one fewer (the shadow takes an
+    old worker's place)."""
+    replicas, surge = pas.pool.spec.replicas, pas.budget.surge
+    if pas.acting == roll_mod.SHADOW:
+        return replicas if surge else max(replicas - 1, 0)
+    if pas.stale or pas.p.create_like:
+        return replicas + surge
+    return replicas
+
+
 def _missing_workers(pas: _Pass) -> None:
-    """Missing workers: of the wanted template, or in the Shadow phase copies of the serving version's; and the
-    shadow worker of a roll that wants one."""
+    """Missing workers: of the wanted template (in a roll, within the surge), or in the Shadow phase copies of the
+    serving version's; and the shadow worker of a roll that wants one, within the surge (or in an old worker's
+    place)."""
     p, replicas, want_hash, allowed = pas.p, pas.pool.spec.replicas, pas.want_hash, pas.allowed
-    missing = max(replicas - len(pas.serving) - len(p.create_like), 0)
+    missing = max(min(replicas, _serving_limit(pas)) - len(pas.serving) - len(p.create_like), 0)
     if allowed.create_from == "new":
-        p.create = missing
+        if pas.stale or p.create_like:  # a roll: new workers up to replicas, the serving ones within the surge
+            new = sum(1 for x in pas.serving if _hash(x) == want_hash)
+            serving = len(pas.serving) + len(p.create_like)
+            p.create = max(min(replicas - new, replicas + pas.budget.surge - serving), 0)
+        else:
+            p.create = missing
     elif missing:
         source = _copy_source(pas.observed.pods, want_hash, pas.against)
         if source is not None:
@@ -455,30 +462,27 @@ def _missing_workers(pas: _Pass) -> None:
             p.problems.append(Problem(R.SHADOW_STALLED, f"{missing} worker(s) missing and no worker of the serving "
                                       f"version {', '.join(pas.against)} left to copy; set spec.rollout.shadow to "
                                       "false to promote the new version, or revert the spec"))
-    if allowed.shadow and not pas.mine and replicas > 0:
+    room = pas.budget.surge > 0 or len(pas.serving) + len(p.create_like) < replicas
+    if allowed.shadow and not pas.mine and replicas > 0 and room:
         p.create_shadow = 1
 
 
 def _roll_drains(pas: _Pass) -> None:
-    """The roll's drains of stale workers, within the unavailability budget, when the phase allows them."""
+    """The roll's drains of stale workers, when the phase allows them: the Ready ones only while the Ready
+    serving workers stay at or above replicas - maxUnavailable (new workers count once they are Ready)."""
     p, replicas, want_hash, observed = pas.p, pas.pool.spec.replicas, pas.want_hash, pas.observed
     if pas.allowed.drain_stale:
-        holding = [x for x in pas.terminating if not stuck_terminating(x, observed.nodes, observed.now)]
-        # Workers about to be created count as unavailable: a roll never outruns its replacements.
-        unavailable = (sum(1 for x in pas.serving if not is_ready(x)) + len(pas.draining) + len(p.drain)
-                       + len(holding)
-                       + p.create + len(p.create_like))
         # Stale workers that serve nothing (image pull failures, crash loops, unschedulable) go first and outside
         # the budget, as a Deployment scales down its unavailable old pods: a rollback from a bad template never
-        # waits on pods that cannot become Ready. They still count as unavailable for the Ready ones.
+        # waits on pods that cannot become Ready. Taking them takes no Ready worker away.
         for pod in [x for x in pas.serving if _hash(x) != want_hash and not is_ready(x)]:
             pas.remove(pod, "spec changed; it was not Ready")
-        budget = roll_allowance(replicas, unavailable)
+        allowance = sum(1 for x in pas.serving if is_ready(x)) - pas.budget.floor(replicas)
         for pod in removal_order([x for x in pas.serving if _hash(x) != want_hash and is_ready(x)], want_hash,
                                  observed.signals.per_worker):
-            if budget <= 0:
+            if allowance <= 0:
                 break
-            budget -= pas.remove(pod, "spec changed")
+            allowance -= pas.remove(pod, "spec changed")
     p.held = "; ".join(dict.fromkeys(pas.hold.said))
 
 

@@ -103,8 +103,7 @@ class RewardWorker:
         self.actor = StoredOutputRewardActor(self.scorer, self.readers, batch_size=self.cfg.scorer.batch_size,
                                              max_batch_bytes=cap, wedge_floor_seconds=self.cfg.wedge_floor_seconds,
                                              max_queue=MAX_QUEUE, component=self.cfg.components[0].component,
-                                             max_inline_bytes=READ_SLOTS * cap,
-                                             tenant_weights={t.name: t.weight for t in self.cfg.tenants})
+                                             max_inline_bytes=READ_SLOTS * cap)
         self.actor.warm_up()
         self.actor.score_log.clear()  # the warm-up forward's scores are no one's
         log.info("model loaded in %.2fs, warm-up forward %.2fs", self.load_seconds, self.actor.warmup_seconds)
@@ -140,6 +139,12 @@ class RewardWorker:
             log.warning("refused %s over Ray: not this pod's entrypoint's key", what)
             raise Forbidden(f"{self.cfg.pool}: {what} is for this pod's entrypoint only (the operator drains and "
                             "promotes a worker through its HTTP, with the pool's control token)")
+
+    @ray.method(concurrency_group=CONTROL)
+    def set_tenant_weights(self, weights: dict[str, int], key: str | None = None) -> None:
+        """The tenants' shares of the read slots, as the operator last sent them (spec.access.tenants)."""
+        self._authorize(key, "set_tenant_weights")
+        self.actor.set_tenant_weights(weights)
 
     @ray.method(concurrency_group=CONTROL)
     def promote(self, key: str | None = None) -> bool:

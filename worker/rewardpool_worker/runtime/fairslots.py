@@ -48,6 +48,11 @@ class FairSlots:
         self.served: Counter[str] = Counter()  # batches handed a slot, per tenant
         self.waits: list[tuple[str, float]] = []  # (tenant, seconds waited) since the last take_waits()
 
+    def set_weights(self, weights: dict[str, int]) -> None:
+        """New shares (the pool's tenants changed): the next slot is handed by them."""
+        with self._lock:
+            self.weights = dict(weights)
+
     def weight(self, tenant: str) -> int:
         return max(1, int(self.weights.get(tenant, 1)))
 

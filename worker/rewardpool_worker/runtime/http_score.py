@@ -64,7 +64,7 @@ class Scoring:
 
     def __init__(self, actor, ready: dict, get=ray_get, auth: TenantAuth | None = None, depth=lambda: 0):
         self.actor, self.get = actor, get
-        self.auth = auth or TenantAuth([])  # who may call (spec.access.tenants); none listed: anyone
+        self.auth = auth or TenantAuth(False)  # who may call (spec.access.tenants); none listed: anyone
         self.depth = depth  # batches the worker holds now (its last stats)
         self.described = {k: ready.get(k) for k in ("components", "num_frames", "scorers", "args", "batch_size",
                                                      "version")}

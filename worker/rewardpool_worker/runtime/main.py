@@ -21,7 +21,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ..contract import (ANNOTATIONS_FILE, CONTROL_TOKEN_FILE, DRAIN_ANNOTATION, DRAIN_PATH, EXIT_REJOIN, HEALTH_PATH,
                         MASTER_METRICS_PATH, METRICS_PATH, PROMOTE_PATH, RAY_GCS_RECONNECT_ENV, READY_PATH,
-                        SEGMENTS_DETAIL_PATH, TENANTS_DIR, StoreConfig, WorkerConfig, WorkerHealth, segment_used)
+                        SEGMENTS_DETAIL_PATH, TENANTS_PATH, StoreConfig, Tenants, WorkerConfig, WorkerHealth,
+                        segment_used)
 from ..httpapi import DESCRIBE_PATH, FLOW_GRPO_PATH, SCORE_PATH
 from . import http_score
 from .control import ControlAuth
@@ -52,11 +53,14 @@ REGISTRATION_STALE_SECONDS = 10.0
 REJOIN_AFTER_SECONDS = float(os.environ.get("REWARDPOOL_REJOIN_AFTER_SECONDS", "30"))
 REJOIN_DRAIN_SECONDS = 30.0
 SOCKET_TIMEOUT_SECONDS = 30.0  # an HTTP client silent this long mid-request is dropped (slow clients)
+MAX_TENANTS_BODY = 64 * 1024  # 32 tenants at most (the CRD's bound), each well under a kilobyte
 
 
 class State:
-    def __init__(self, gcs_reconnect_seconds: float | None = None):
+    def __init__(self, gcs_reconnect_seconds: float | None = None, tenant_auth: bool = False):
         self.gcs_reconnect_seconds = gcs_reconnect_seconds  # the GCS is fault tolerant: wait for it this long
+        self.tenants = TenantAuth(tenant_auth)  # who may score over HTTP, as the operator last sent it
+        self.tenants_changed = threading.Event()  # their shares go to the actor's read slots
         self.gcs_unanswered = False  # the last failed lookup got no answer (GCS unreachable), not "no such name"
         self.phase = "starting"  # starting -> ready -> draining -> drained; failed
         self.detail: dict = {}
@@ -119,7 +123,8 @@ class State:
                             queue_depth=self.stats.get("queue_depth", 0), last_batch_seconds_ago=ago,
                             scorer_version=self.detail.get("version"), unready_cause=cause,
                             unready_reason=because, shadow=bool(self.stats.get("shadow", self.detail.get("shadow"))),
-                            agreement=self.stats.get("agreement") or {}, startup=dict(self.startup))
+                            agreement=self.stats.get("agreement") or {}, startup=dict(self.startup),
+                            tenants=self.tenants.version)
 
     def unready(self) -> tuple[str | None, str | None]:
         """An outside cause keeping this live worker out of Ready: ("model", why) while its model cannot be
@@ -174,8 +179,11 @@ class State:
         elif live and not named and self.phase == "ready":
             fields["reason"] = (f"the actor's name does not resolve in the Ray cluster "
                                 f"({self.registration_error or 'no answer'}): clients cannot find it")
+        if live and self.phase == "ready" and not self.tenants.known:
+            fields["reason"] = "waiting for the pool's tenants from the operator (spec.access.tenants)"
         ok = self.phase == "ready" and live and store and named and bool(self.detail.get("model_loaded")) \
-            and self.detail.get("warmup_seconds") is not None and bool(self.detail.get("buffer_registered"))
+            and self.detail.get("warmup_seconds") is not None and bool(self.detail.get("buffer_registered")) \
+            and self.tenants.known
         return ok, fields
 
 
@@ -222,6 +230,21 @@ def serve_http(host: str, port: int, state: State, metrics: WorkerMetrics,
                 log.info("POST %s from %s: %d", self.path, self.client_address[0], answer.status)
             self._send(answer.status, answer.body, answer.content_type, answer.headers)
 
+        def _tenants(self):
+            """The pool's tenants from the operator: taken as a whole, or refused as a whole."""
+            try:
+                size = int(self.headers.get("Content-Length") or 0)
+                if not 0 < size <= MAX_TENANTS_BODY:
+                    raise ValueError(f"a tenants body of {size} bytes (1 to {MAX_TENANTS_BODY})")
+                tenants = Tenants.model_validate_json(self.rfile.read(size))
+            except (ValueError, OSError) as e:  # pydantic's ValidationError is a ValueError
+                self.close_connection = True
+                self._send(400, json.dumps({"error": f"not a tenants body: {str(e)[:300]}"}).encode())
+                return
+            if state.tenants.update(tenants):
+                state.tenants_changed.set()
+            self._send(200, json.dumps({"tenants": tenants.version}).encode())
+
         def do_GET(self):
             if self.path == HEALTH_PATH:
                 health = state.health(time.monotonic())
@@ -240,13 +263,16 @@ def serve_http(host: str, port: int, state: State, metrics: WorkerMetrics,
             if self.path in (SCORE_PATH, FLOW_GRPO_PATH):
                 self._score()
                 return
-            if self.path not in (DRAIN_PATH, PROMOTE_PATH):
+            if self.path not in (DRAIN_PATH, PROMOTE_PATH, TENANTS_PATH):
                 self._send(404, b"{}")
                 return
             code, why = auth.check(self.headers.get("Authorization"))
             if code != 200:
                 log.warning("refused %s %s from %s: %s", self.command, self.path, self.client_address[0], why)
                 self._send(code, json.dumps({"error": why}).encode())
+                return
+            if self.path == TENANTS_PATH:
+                self._tenants()
                 return
             if self.path == PROMOTE_PATH:
                 log.info("promotion (out of shadow) requested over HTTP by %s", self.client_address[0])
@@ -484,8 +510,9 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
     state.startup.update(weight_load_seconds=round(state.detail.get("load_seconds") or 0.0, 3),
                          weight_bytes=float(state.detail.get("weight_bytes") or 0),
                          warmup_seconds=round(state.detail.get("warmup_seconds") or 0.0, 3))
-    state.scoring = http_score.Scoring(actor, state.detail, depth=lambda: state.in_flight, auth=TenantAuth(
-        cfg.tenants, os.environ.get("REWARDPOOL_TENANTS_DIR", TENANTS_DIR)))
+    state.scoring = http_score.Scoring(actor, state.detail, depth=lambda: state.in_flight, auth=state.tenants)
+    if state.tenants.tenants is not None:  # received while the model loaded: their shares go to the actor now
+        state.tenants_changed.set()
     metrics.startup(state.detail)
     state.registered_at = time.monotonic()  # start_actor resolved it by name a moment ago
     watch_registration(state, cfg.actor_name(pod), cfg.ray.namespace, own_raylet=bool(cfg.ray.address))
@@ -519,6 +546,13 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
             state.actor_gone = type(e).__name__
             log.error("the Ray actor is gone (%s): exiting for the kubelet to restart this worker", type(e).__name__)
             break
+        if state.tenants_changed.is_set() and state.tenants.tenants is not None:
+            try:
+                ray.get(actor.set_tenant_weights.remote(state.tenants.tenants.weights(), key),
+                        timeout=STATS_TIMEOUT_SECONDS)
+                state.tenants_changed.clear()
+            except Exception as e:  # noqa: BLE001 (sent again next round)
+                log.warning("could not give the actor the tenants' shares: %s", type(e).__name__)
         if state.promote.is_set() and stats.get("shadow"):
             try:
                 ray.get(actor.promote.remote(key), timeout=STATS_TIMEOUT_SECONDS)
@@ -610,7 +644,7 @@ def main() -> int:
                         format='{"ts": "%(asctime)s", "level": "%(levelname)s", "logger": "%(name)s", "msg": %(message)r}')
     cfg = WorkerConfig.from_env()
     pod = os.environ.get("POD_NAME") or socket.gethostname()
-    state, metrics = State(cfg.ray.gcs_reconnect_seconds), WorkerMetrics(cfg.scorer_label())
+    state, metrics = State(cfg.ray.gcs_reconnect_seconds, cfg.tenant_auth), WorkerMetrics(cfg.scorer_label())
     auth = ControlAuth(os.environ.get("REWARDPOOL_CONTROL_TOKEN_FILE", CONTROL_TOKEN_FILE))
     serve_http(os.environ.get("REWARDPOOL_HTTP_HOST", "0.0.0.0"), cfg.http_port, state, metrics, auth)
     watch_drain_annotation(state, os.environ.get("REWARDPOOL_ANNOTATIONS_FILE", ANNOTATIONS_FILE))

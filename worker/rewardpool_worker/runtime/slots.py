@@ -92,6 +92,9 @@ class StoredOutputRewardActor:
         # (component, score) of every output since the last snapshot: the score histogram (drift)
         self.score_log: list[tuple[str, float]] = []
 
+    def set_tenant_weights(self, weights: dict[str, int]) -> None:
+        self._slots.set_weights(weights)
+
     def warm_up(self) -> float:
         t0 = time.perf_counter()
         self._model.submit(warm_up, self.scorer).result()
