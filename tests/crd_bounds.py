@@ -485,7 +485,7 @@ def _container_cel_cases(kind: str) -> dict:
 
 # rule -> list of (accept?, what, manifest, expected substrings when rejected)
 CEL_CASES = {
-    "!(string(self.maxSurge) in ['0', '0%'] && string(self.maxUnavailable) in ['0', '0%'])": [
+    "!(has(self.maxSurge) && has(self.maxUnavailable) && string(self.maxSurge) in ['0', '0%'] && string(self.maxUnavailable) in ['0', '0%'])": [
         (False, "both-zero", _spec(rollout={"maxSurge": 0, "maxUnavailable": 0}),
          ["spec.rollout.maxUnavailable", "cannot both be 0"]),
         (False, "both-zero-percent", _spec(rollout={"maxSurge": "0%", "maxUnavailable": 0}),

@@ -508,26 +508,26 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
  'spec.autoscaling.scaleUp.periodSeconds:minimum': 1,
  'spec.autoscaling.scaleUp.periodSeconds:maximum': 1800,
  'spec.drainTimeoutSeconds:minimum': 0,
- "spec.rollout:cel[!(string(self.maxSurge) in ['0', '0%'] && string(self.maxUnavailable) in ['0', '0%'])]": 'rollout.maxSurge '
-                                                                                                            'and '
-                                                                                                            'rollout.maxUnavailable '
-                                                                                                            'cannot '
-                                                                                                            'both '
-                                                                                                            'be '
-                                                                                                            '0: '
-                                                                                                            'a '
-                                                                                                            'roll '
-                                                                                                            'could '
-                                                                                                            'never '
-                                                                                                            'start '
-                                                                                                            'a '
-                                                                                                            'new '
-                                                                                                            'worker '
-                                                                                                            'nor '
-                                                                                                            'stop '
-                                                                                                            'an '
-                                                                                                            'old '
-                                                                                                            'one',
+ "spec.rollout:cel[!(has(self.maxSurge) && has(self.maxUnavailable) && string(self.maxSurge) in ['0', '0%'] && string(self.maxUnavailable) in ['0', '0%'])]": 'rollout.maxSurge '
+                                                                                                                                                              'and '
+                                                                                                                                                              'rollout.maxUnavailable '
+                                                                                                                                                              'cannot '
+                                                                                                                                                              'both '
+                                                                                                                                                              'be '
+                                                                                                                                                              '0: '
+                                                                                                                                                              'a '
+                                                                                                                                                              'roll '
+                                                                                                                                                              'could '
+                                                                                                                                                              'never '
+                                                                                                                                                              'start '
+                                                                                                                                                              'a '
+                                                                                                                                                              'new '
+                                                                                                                                                              'worker '
+                                                                                                                                                              'nor '
+                                                                                                                                                              'stop '
+                                                                                                                                                              'an '
+                                                                                                                                                              'old '
+                                                                                                                                                              'one',
  'spec.rollout.maxSurge:minimum': 0,
  'spec.rollout.maxSurge:pattern': '^[0-9]{1,3}%$',
  'spec.rollout.maxUnavailable:minimum': 0,
