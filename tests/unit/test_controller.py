@@ -2,6 +2,8 @@
 ask for a full reconcile (the owned objects read and ensured) rather than a look at pods and status."""
 from __future__ import annotations
 
+import pytest
+
 from rewardpool_operator.controller.loop import Controller
 from rewardpool_operator.modelcache.controller import CacheController
 from rewardpool_operator.cluster.podcache import PodCache
@@ -99,3 +101,18 @@ def test_a_caches_summary_follows_its_nodes_and_the_pools_that_name_it():
         assert len(written) == n
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("spec,status,fast", [
+    ({}, {"replicas": 2, "readyReplicas": 2}, False),  # settled: the resync
+    ({"autoscaling": {"enabled": True}}, {"replicas": 2, "readyReplicas": 2}, True),  # signals are scraped
+    ({}, {"replicas": 2, "readyReplicas": 1}, True),  # a worker not Ready yet
+    ({}, {"replicas": 2, "readyReplicas": 2, "drainingReplicas": 1}, True),
+    ({}, {"replicas": 2, "readyReplicas": 2, "roll": {"phase": "Shadow"}}, True),
+    ({"access": {"tenants": [{"name": "a"}]}}, {"replicas": 2, "readyReplicas": 2}, True),  # a Secret may rotate
+    ({"access": {"tenants": []}}, {"replicas": 2, "readyReplicas": 2}, False),
+])
+def test_a_pool_is_looked_at_often_while_what_it_reads_is_not_watched(spec, status, fast):
+    from rewardpool_operator.controller.loop import FAST_SECONDS, look_again_in
+
+    assert look_again_in({"spec": spec}, status, 60.0) == (FAST_SECONDS if fast else 60.0)

@@ -330,6 +330,11 @@ def test_tenants_added_removed_and_rotated_reach_the_workers_and_roll_nothing():
     w.workers.tenants.clear()
     w.reconcile()
     assert w.workers.tenants == {}  # each worker once per version
+    w.kube.put(_secret("b", token="two-rotated"))  # rotated alone: no spec change, no look at the owned objects
+    w.reconcile(full=False)
+    assert {ip: [t.sha256 for t in x.tenants] for ip, x in w.workers.tenants.items()} == {
+        ip: [_digest("one-rotated"), _digest("two-rotated")] for ip in ("10.0.0.1", "10.0.0.2")}
+    w.workers.tenants.clear()
 
     pod = w.kube.pods()[0]
     pod["status"]["containerStatuses"] = [{"name": "worker", "restartCount": 1, "state": {"running": {}}}]

@@ -118,11 +118,7 @@ class Controller:
         last = 0.0
         stale = False
         while key in self.bodies:
-            auto = ((self.bodies.get(key) or {}).get("spec") or {}).get("autoscaling") or {}
-            # a roll in progress is looked at often too: its shadow's samples and pinned groups are read, not watched
-            busy = auto.get("enabled") or (status or {}).get("drainingReplicas") or (status or {}).get("roll") or \
-                (status or {}).get("readyReplicas") != (status or {}).get("replicas")
-            period = FAST_SECONDS if busy else self.resync
+            period = look_again_in(self.bodies.get(key) or {}, status, self.resync)
             try:
                 await asyncio.wait_for(ev.wait(), timeout=period * random.uniform(0.9, 1.1))
             except asyncio.TimeoutError:
@@ -189,6 +185,16 @@ class Controller:
         await asyncio.gather(*tasks, return_exceptions=True)
         self.tasks.clear()
         self.wake.clear()
+
+
+def look_again_in(body: dict, status: dict | None, resync: float) -> float:
+    """How long a pool may go unlooked at without an event: FAST_SECONDS while what a pass reads is not watched
+    (the autoscaler's signals; a drain's or a roll's progress, a shadow's samples and pinned groups; workers not
+    yet Ready; a tenant's Secret, so a rotated token takes effect in seconds), else the resync."""
+    spec, st = body.get("spec") or {}, status or {}
+    busy = ((spec.get("autoscaling") or {}).get("enabled") or st.get("drainingReplicas") or st.get("roll")
+            or st.get("readyReplicas") != st.get("replicas") or (spec.get("access") or {}).get("tenants"))
+    return FAST_SECONDS if busy else resync
 
 
 def _identity(body: dict) -> tuple:

@@ -2,7 +2,8 @@
 are pool/owned.py's `reads`), decided there (`decide`: pure), then written here, and what it found is kept until
 the next look (`Owned`). Writes: Released cache volumes deleted, then the applies (server-side, `Kube.apply`:
 field manager rewardpool-operator, forced), then a missing control Secret created; each apply recorded in the
-pool's `applied` (PoolMemory.applied), so an object is written again only when it needs it."""
+pool's `applied` (PoolMemory.applied), so an object is written again only when it needs it. Between looks,
+a pool with tenants has its tenants' Secrets read again every pass (`refresh_tenants`)."""
 from __future__ import annotations
 
 import secrets
@@ -11,9 +12,11 @@ from dataclasses import dataclass, field
 
 from rewardpool_worker.contract import Tenants
 
+from ..api import reasons as R
 from ..api.findings import Problem
 from ..api.spec import Pool
 from ..cluster.kube import Kube, NadCrdMissing
+from ..pool import tenants as tenants_mod
 from ..pool.observed import Network
 from ..pool.owned import Applied, Found, Ref, applied_key, decide, reads
 
@@ -64,3 +67,12 @@ async def ensure_owned(kube: Kube, pool: Pool, generation: int, applied: dict[st
         await kube.create_secret(p.create_secret)
     events += p.events
     return Owned(p.network, p.token, p.problems, generation, time.monotonic(), p.copies, p.tenants)
+
+
+async def refresh_tenants(kube: Kube, pool: Pool, owned: Owned) -> None:
+    """The tenants' Secrets read again between the owned objects' looks (every pass of a pool with tenants), so a
+    rotated token reaches the workers within a pass, not a resync: the Secrets are the users' and not watched."""
+    refs = tenants_mod.secret_refs(pool)
+    tenants, problem = tenants_mod.wanted(pool, (await read(kube, refs)).live)
+    owned.tenants = tenants
+    owned.problems = [x for x in owned.problems if x.reason != R.TENANT_TOKEN_MISSING] + ([problem] if problem else [])

@@ -37,7 +37,7 @@ from ..pool.plan import Plan, plan
 from ..pool.rollout import is_ready, pod_ip
 from . import metrics as pool_metrics
 from . import tenants as tenants_ctl
-from .owned import Applied, Owned, ensure_owned
+from .owned import Applied, Owned, ensure_owned, refresh_tenants
 from .workers import WorkerClient
 
 log = logging.getLogger("rewardpool.operator")
@@ -93,6 +93,8 @@ async def reconcile(kube: Kube, workers: WorkerClient, body: dict, nodes: dict[s
     owned = memory.owned
     if full or owned is None or owned.generation != gen or time.monotonic() - owned.at > OWNED_RESYNC_SECONDS:
         owned = memory.owned = await ensure_owned(kube, pool, gen, memory.applied, events)
+    elif pool.spec.access.tenants:  # a rotated token within a pass (the Secrets are not watched)
+        await refresh_tenants(kube, pool, owned)
     for event in events:  # said before any pod write, so `kubectl describe` reads in the order things happened
         await _say(kube, body, *event)
 

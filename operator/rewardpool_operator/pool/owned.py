@@ -206,7 +206,7 @@ def reads(pool: Pool) -> list[Ref]:
     if (att := attachment_ref(pool)) is not None and pool.spec.network.ipvlan is None:
         out.append((NAD, *att))
     out.append(("Secret", pool.namespace, control_secret_name(pool.name)))
-    out += [("Secret", pool.namespace, t.tokenSecret.name) for t in pool.spec.access.tenants]
+    out += tenants_mod.secret_refs(pool)
     out += [("PersistentVolumeClaim", pool.namespace, c) for c in _claims(pool)]
     for name, volume, claim in _cache_objects(pool):
         out += [("RewardModelCache", "", name), ref(volume), ref(claim)]

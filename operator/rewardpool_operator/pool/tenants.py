@@ -30,6 +30,11 @@ def _token(secret: dict | None, key: str) -> str | None:
     return ((secret.get("stringData") or {}).get(key) or "").strip() or None
 
 
+def secret_refs(pool: Pool) -> list[Ref]:
+    """The tenants' Secrets, each once."""
+    return list(dict.fromkeys(("Secret", pool.namespace, t.tokenSecret.name) for t in pool.spec.access.tenants))
+
+
 def wanted(pool: Pool, live: dict[Ref, dict | None]) -> tuple[Tenants | None, Problem | None]:
     """The tenants to send (None: the pool lists none, its HTTP scoring is open), and what is wrong with them: a
     tenant whose Secret or key is missing or empty gets no token (no call is its), the others are not affected."""
