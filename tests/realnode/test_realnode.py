@@ -677,6 +677,8 @@ def test_a_one_replica_roll_keeps_a_ready_worker_throughout(kube, node, pool, po
 
     kube("patch", "rewardpool", "-n", pool_ns, POOL, "--type=merge", "-p", json.dumps({"spec": {"replicas": 1}}))
     (old,) = wait_for(pool_ready(kube, pool_ns, POOL, 1), timeout=300, interval=1, what="one worker left")
+    wait_for(lambda: len(kube.pods(pool_ns, f"rewardpool.io/pool={POOL}")) == 1, timeout=180, interval=1,
+             what="the drained worker gone (its deletion is not the roll's)")
     core = client.CoreV1Api(config.new_client_from_config(str(node.cluster.kubeconfig)))
     cpu = old["spec"]["containers"][0]["resources"]["requests"]["cpu"]
     with Timeline(core, pool_ns, POOL) as tl:
