@@ -133,6 +133,7 @@ class FakeWorkers:
         self.healths: dict[str, dict] = {}
         self.segments: dict[str, int] = {}
         self.drains: list[tuple[str, str]] = []
+        self.promotes: list[tuple[str, str]] = []
         self.reads: dict[str, tuple[int, int]] = {}  # batch reads (ok, failed) since start by pod IP
         self.tenants: dict[str, object] = {}  # pod IP -> the Tenants it was last sent
         self.silent: set[str] = set()  # pod IPs that take no tenants (not answering yet)
@@ -149,6 +150,10 @@ class FakeWorkers:
 
     async def drain(self, pod_ip: str, token: str) -> bool:
         self.drains.append((pod_ip, token))
+        return True
+
+    async def promote(self, pod_ip: str, token: str) -> bool:
+        self.promotes.append((pod_ip, token))
         return True
 
     async def send_tenants(self, pod_ip: str, token: str, tenants) -> bool:

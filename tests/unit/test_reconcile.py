@@ -449,3 +449,35 @@ def test_a_cache_whose_source_changes_rolls_the_pool_and_one_being_deleted_does_
     assert {mounted(p) for p in w.kube.pods() if p["metadata"]["name"] in old_pods} == {old}
     version = lambda p: p["metadata"]["labels"]["rewardpool.io/scorer-version"]  # noqa: E731
     assert {version(p) for p in created} != {version(p) for p in w.kube.pods() if p["metadata"]["name"] in old_pods}
+
+
+def test_a_promotion_goes_out_before_the_drains_it_allows_and_a_refused_one_drains_nothing():
+    """The plan lets an old worker go in the pass that promotes a shadow (it counts the shadow as serving): the
+    shadow takes traffic first, so the pool is never without a serving worker between the two writes; a refused
+    promotion drains nobody this pass."""
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    from rewardpool_operator.api.spec import Pool
+    from rewardpool_operator.controller.reconcile import _apply
+    from rewardpool_operator.pool.observed import Observed, Signals
+    from rewardpool_operator.pool.plan import Plan
+    from tests.factories import pod
+
+    for refuse in (False, True):
+        kube, workers = FakeKube(), FakeWorkers()
+        pods = [pod("old", hash_="old", ip="10.0.0.1"), pod("s", ip="10.0.0.2")]
+        for x in pods:
+            kube.objects[("Pod", "ns", x["metadata"]["name"])] = x
+        if refuse:
+            async def refused(namespace, name, annotations):
+                raise ApiException(status=422, reason="Invalid")
+            kube.annotate_pod = refused
+        p = Plan(template={}, want_hash="H", promote=["s"], drain=[("old", "spec changed")])
+        observed = Observed(pods=pods, nodes={}, signals=Signals(0, 0, None, 2))
+        body = manifest()
+        failures, _ = asyncio.run(_apply(kube, workers, body, Pool.from_object(body), p, observed, PodCache(), "tok"))
+        if refuse:
+            assert workers.drains == [] and [r for r, _ in failures] == ["FailedPromote"]
+        else:
+            assert [n for v, _, n in kube.writes if v == "annotate"] == ["s", "old"]  # promoted, then drained
+            assert workers.promotes == [("10.0.0.2", "tok")] and workers.drains == [("10.0.0.1", "tok")]

@@ -220,18 +220,8 @@ async def _apply(kube: Kube, workers: WorkerClient, body: dict, pool: Pool, p: P
             failures.append((R.FAILED_DELETE, f"deleting pod {name}: {api_message(e)}"))
             break
         await _say(kube, body, type_, reason, message)
-    for name, why in p.drain:
-        cache.expect(ns, pool.name, name, DRAIN)
-        try:
-            await kube.annotate_pod(ns, name, {DRAIN_ANNOTATION: C.now()})
-        except ApiException as e:
-            cache.settle(ns, pool.name, name)
-            failures.append((R.FAILED_DRAIN, f"marking pod {name} for draining: {api_message(e)}"))
-            break
-        await _say(kube, body, "Normal", R.WORKER_DRAINING, f"draining worker pod {name} ({why}): no new batches")
-        ip = pod_ip(by_name[name])
-        if ip and token:  # the annotation is the request (the worker reads it too); the call makes it immediate
-            await workers.drain(ip, token)
+    # Promotions before drains: the plan counts a promoted shadow as serving when it lets an old worker go, so it
+    # takes traffic first; if one is refused, no worker is drained this pass (the next pass decides again).
     for name in p.promote:  # the annotation is the decision (the worker reads it); the call makes it immediate
         try:
             await kube.annotate_pod(ns, name, {SHADOW_ANNOTATION: None})
@@ -243,6 +233,18 @@ async def _apply(kube: Kube, workers: WorkerClient, body: dict, pool: Pool, p: P
             await workers.promote(ip, token)
     if p.promote and p.promoted_now:
         await _say(kube, body, "Normal", R.SHADOW_PROMOTED, p.shadow_message)
+    for name, why in p.drain if not any(r == R.FAILED_PROMOTE for r, _ in failures) else []:
+        cache.expect(ns, pool.name, name, DRAIN)
+        try:
+            await kube.annotate_pod(ns, name, {DRAIN_ANNOTATION: C.now()})
+        except ApiException as e:
+            cache.settle(ns, pool.name, name)
+            failures.append((R.FAILED_DRAIN, f"marking pod {name} for draining: {api_message(e)}"))
+            break
+        await _say(kube, body, "Normal", R.WORKER_DRAINING, f"draining worker pod {name} ({why}): no new batches")
+        ip = pod_ip(by_name[name])
+        if ip and token:  # the annotation is the request (the worker reads it too); the call makes it immediate
+            await workers.drain(ip, token)
     created_names: list[str] = []
     # (pod to create, whether it is a shadow): the shadow first, then copies of old workers, then new ones
     todo = [(p.template, True)] * p.create_shadow + [(x, False) for x in p.create_like] + \
