@@ -270,6 +270,14 @@ def test_a_roll_to_another_scorer_version_starts_one_shadow_worker_and_drains_no
     assert pl.shadow["since"] == rfc3339(NOW) and pl.shadow["promoted"] is None
 
 
+def test_with_no_surge_the_shadow_takes_an_old_workers_place_but_never_the_last_one():
+    no_surge = {"rollout": {"shadow": True, "shadowSamples": 100, "maxSurge": 0, "maxUnavailable": 1}}
+    pl = run_plan(OLD_TWO, **no_surge)
+    assert (pl.phase, drained(pl), pl.create_shadow, pl.create) == ("Shadow", ["b"], 1, 0)
+    pl = run_plan(OLD_TWO[:1], replicas=1, **no_surge)  # the last one stays: the shadow needs it to compare with
+    assert (pl.phase, pl.drain, pl.create_shadow, pl.create) == ("Shadow", [], 1, 0)
+
+
 def test_while_the_shadow_gathers_samples_the_old_version_serves_alone():
     pl = run_plan(OLD_TWO + [_shadow_pod()], health=_agreeing(37), old_status=_in_shadow_since(60), **SHADOW)
     assert (pl.create_shadow, pl.create, pl.drain, pl.promote) == (0, 0, [], [])

@@ -432,10 +432,10 @@ def _surplus(pas: _Pass) -> None:
 def _serving_limit(pas: _Pass) -> int:
     """Serving workers past this are a surplus: replicas; in a roll's Replacing phase replicas and the surge (the
     new workers started before the old leave); in the Shadow phase with no surge, one fewer (the shadow takes an
-    old worker's place)."""
+    old worker's place), but never the last one: the shadow needs a serving worker to be compared with."""
     replicas, surge = pas.pool.spec.replicas, pas.budget.surge
     if pas.acting == roll_mod.SHADOW:
-        return replicas if surge else max(replicas - 1, 0)
+        return replicas if surge else max(replicas - 1, min(replicas, 1))
     if pas.stale or pas.p.create_like:
         return replicas + surge
     return replicas
@@ -462,7 +462,7 @@ def _missing_workers(pas: _Pass) -> None:
             p.problems.append(Problem(R.SHADOW_STALLED, f"{missing} worker(s) missing and no worker of the serving "
                                       f"version {', '.join(pas.against)} left to copy; set spec.rollout.shadow to "
                                       "false to promote the new version, or revert the spec"))
-    room = pas.budget.surge > 0 or len(pas.serving) + len(p.create_like) < replicas
+    room = pas.budget.surge > 0 or len(pas.serving) + len(p.create_like) <= _serving_limit(pas)
     if allowed.shadow and not pas.mine and replicas > 0 and room:
         p.create_shadow = 1
 
