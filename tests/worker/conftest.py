@@ -39,6 +39,20 @@ def pool_actors(ray_cluster, master):
             pass
 
 
+def get_json(port: int, path: str, timeout: float = 5) -> tuple[int, dict]:
+    """A worker's HTTP answer on loopback as (status, JSON body); (0, {}) while nothing answers."""
+    import json
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+    except OSError:
+        return 0, {}
+
+
 def start_entrypoint(pool, tmp_path, pod_name: str, wait: bool = True, **env):
     """The worker entrypoint as a pod runs it, from the config the operator renders for `pool` (its HTTP port on a
     free loopback port), waited for until Ready (unless `wait` is False). Returns (process, port, log path, the
@@ -47,7 +61,6 @@ def start_entrypoint(pool, tmp_path, pod_name: str, wait: bool = True, **env):
     import os
     import subprocess
     import sys
-    import urllib.request
 
     from rewardpool_devcluster.cluster import free_port
     from rewardpool_operator.pool import builders, sizing
@@ -65,11 +78,8 @@ def start_entrypoint(pool, tmp_path, pod_name: str, wait: bool = True, **env):
 
     def ready():
         assert proc.poll() is None, log_path.read_text()[-3000:]
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
-                return json.loads(r.read())
-        except OSError:
-            return None
+        code, body = get_json(port, "/readyz", timeout=2)
+        return body if code == 200 else None
     if not wait:
         return proc, port, log_path, None
     try:

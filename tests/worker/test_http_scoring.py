@@ -220,7 +220,7 @@ def test_a_pool_with_no_ray_cluster_serves_http_with_its_tenants_tokens(master, 
     from rewardpool_operator.api.spec import Pool
     from rewardpool_worker.client.http_client import HttpRewardPoolClient, HttpStatusError
     from rewardpool_worker.records import put_output
-    from tests.worker.conftest import start_entrypoint
+    from tests.worker.conftest import get_json, start_entrypoint
 
     pool = Pool.from_object({"metadata": {"name": "noray", "namespace": "t", "uid": "u"}, "spec": {
         "replicas": 1, "image": "w", "scorer": {"name": "mean-intensity", "batchSize": 2},
@@ -229,7 +229,6 @@ def test_a_pool_with_no_ray_cluster_serves_http_with_its_tenants_tokens(master, 
         "access": {"tenants": [{"name": "grpo", "tokenSecret": {"name": "grpo-token"}}]}}})
     assert pool.spec.ray.address is None
     import hashlib
-    import urllib.request
 
     from rewardpool_worker.contract import TENANTS_PATH, Tenant, Tenants
     from tests.conftest import wait_for
@@ -240,13 +239,7 @@ def test_a_pool_with_no_ray_cluster_serves_http_with_its_tenants_tokens(master, 
 
     def readyz():
         assert proc.poll() is None, log_path.read_text()[-3000:]
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
-                return r.status, json.loads(r.read())
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read())
-        except OSError:
-            return None
+        return get_json(port, "/readyz", timeout=2)
 
     def send(body: bytes, token="ctl-token"):
         return post(f"http://127.0.0.1:{port}{TENANTS_PATH}", body, headers={"Authorization": f"Bearer {token}"})[0]

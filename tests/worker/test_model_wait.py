@@ -6,26 +6,14 @@ steps (with the weights' bytes and load time) are on /healthz."""
 from __future__ import annotations
 
 import asyncio
-import json
-import urllib.error
-import urllib.request
 
 import torch
 
 from rewardpool_operator.api.spec import Pool
 from tests.conftest import wait_for
 from tests.worker import tiny_clip
+from tests.worker.conftest import get_json as get
 from tests.worker.conftest import start_entrypoint
-
-
-def get(port: int, path: str) -> tuple[int, dict]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
-    except OSError:
-        return 0, {}
 
 
 def test_a_worker_waits_for_a_missing_model_says_why_and_starts_when_it_arrives(master, tmp_path):
