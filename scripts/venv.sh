@@ -5,7 +5,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
 rp_install_lock "$@"
-extras="${REWARDPOOL_EXTRAS:-worker,dev}"
+extras="${REWARDPOOL_EXTRAS:-worker,dev,judge}"
 cache="${REWARDPOOL_CACHE:-$HOME/.cache/rewardpool}"
 # The venv is keyed by the resolved dependency list (not the whole pyproject), so unrelated edits reuse it.
 deps=$(python3 - "$root/pyproject.toml" "$extras" <<'PY'
@@ -42,7 +42,11 @@ if [ ! -f "$venv/.complete" ]; then
   fi
   "$venv/bin/python" -m pip install --quiet --upgrade pip setuptools wheel >&2
   echo "$deps" > "$venv/requirements.txt"
-  log "pip install of $(wc -l < "$venv/requirements.txt") requirements (large wheels such as torch take minutes)"
+  log "pip install of $(wc -l < "$venv/requirements.txt") requirements (large wheels such as torch take minutes;"\
+      "llama-cpp-python compiles llama.cpp, ~10 min on 2 cores)"
+  # llama.cpp for any x86-64 with AVX2 (not this CPU's every extension), without its tests, examples and tools
+  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX2=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF}" \
+  CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
   "$venv/bin/python" -m pip install --quiet --progress-bar off -r "$venv/requirements.txt" >&2
   touch "$venv/.complete"
   # Only the newest venv is kept (each holds torch: gigabytes).

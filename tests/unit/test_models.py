@@ -36,7 +36,8 @@ def test_model_failure_reads_the_actors_reason_from_rays_error_text():
     text = ("The actor died because of an error raised in its creation task, ray::RewardWorker.__init__()\n"
             "  File ...\nrewardpool_worker.errors.ModelUnavailable: the model at /models/hps does not load: "
             "UnpicklingError: invalid load key\n")
-    assert model_failure(RuntimeError(text)) == "the model at /models/hps does not load: UnpicklingError: invalid load key"
+    assert model_failure(RuntimeError(text)) == (
+        "model", "the model at /models/hps does not load: UnpicklingError: invalid load key")
     assert model_failure(RuntimeError("the raylet died")) is None
 
 

@@ -376,6 +376,19 @@ def segment_used(detail: str | None, metrics: str | None, segment: str) -> int |
     return used
 
 
+ENGINE_KINDS = ("vllm", "sglang", "llamacpp")
+
+
+class EngineLink(BaseModel):
+    """The inference engine the operator runs beside this worker for one scorer (the scorer's `engine`), as the
+    worker reaches it: the judge is pointed at `url` and `model` (build_scorer), and the worker waits for the engine
+    to serve the model before it starts (unready_cause "engine")."""
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["vllm", "sglang", "llamacpp"]
+    url: str = Field(description="the engine's OpenAI /v1 URL on the pod's loopback")
+    model: str = Field(description="the name the engine serves the model under")
+
+
 class ScorerConfig(BaseModel):
     """One scorer, complete: the operator resolves what a component of `scorers` inherits from `scorer`, so
     the worker never merges settings itself. In the mixture form `WorkerConfig.scorer` carries only the
@@ -403,6 +416,7 @@ class ScorerConfig(BaseModel):
     api_key_env: str | None = Field(default=None, description=(
         "the environment variable holding this scorer's API key (the operator sets it from the pool's "
         "apiKeySecret); the key itself never enters this config"))
+    engine: EngineLink | None = Field(default=None, description="the engine the pool hosts for this scorer")
 
     @property
     def ref(self) -> str:
@@ -562,8 +576,10 @@ class WorkerHealth(BaseModel):
     # Why a live worker is not Ready when the cause is outside it (the operator says so in Degraded):
     # "model" (starting: a scorer's model is missing, empty or does not load; it looks again), "ray" (clients
     # cannot find its actor: the Ray head restarted or its GCS does not answer), "store" (the store master does
-    # not answer its probes); None when Ready, starting, draining or live-failing.
-    unready_cause: Literal["model", "ray", "store"] | None = None
+    # not answer its probes), "engine" (a hosted judge's engine does not serve its model yet, or its warm-up
+    # judgement did not parse, or, once Ready, it stopped answering); None when Ready, starting, draining or
+    # live-failing.
+    unready_cause: Literal["model", "engine", "ray", "store"] | None = None
     unready_reason: str | None = None
     # Seconds per start-up step, as they end: imports (process start to the entrypoint), network, ray,
     # model_wait, actor (store client, registered buffers, weights, warm-up), registered, total; and the

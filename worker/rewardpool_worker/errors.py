@@ -60,6 +60,13 @@ class ModelUnavailable(RewardPoolError):
     the operator reports it on the pool (Degraded, ModelUnavailable)."""
 
 
+class EngineUnavailable(Overloaded):
+    """The inference engine the pool runs beside this worker for a judge (a scorer's `engine`) does not answer:
+    starting, restarting after a crash, or gone. A batch refused with it is no one's fault and is sent again (an
+    Overloaded: skipped a moment, no attempt spent), so a killed engine loses no sample; while the engine starts the
+    worker is not Ready (/healthz: unready_cause "engine", the operator's EngineStarting)."""
+
+
 class PoolUnavailable(RewardPoolError):
     """No live, non-draining worker of the pool could take the batch."""
 

@@ -15,10 +15,12 @@ START_REASONS = {"CrashLoopBackOff", "CreateContainerConfigError", "CreateContai
 
 def unready_problems(pods: list[dict], health: dict[str, dict | None]) -> list[Problem]:
     """Live workers kept out of Ready by something outside them, as their /healthz says: their scorers' model is
-    missing or does not load (a volume not mounted, an empty claim, a wrong image), their actor cannot be found in
+    missing or does not load (a volume not mounted, an empty claim, a wrong image), a hosted judge's engine cannot
+    judge yet (loading, restarting, serving another model), their actor cannot be found in
     Ray (a Ray head restarted, a GCS that does not answer) or the store master does not answer. The pool then
     says why it is not Ready (Degraded, a warning event) instead of only counting."""
     kinds = {"model": (R.MODEL_UNAVAILABLE, "cannot load their model"),
+             "engine": (R.ENGINE_STARTING, "wait for their judge's engine"),
              "ray": (R.WORKERS_NOT_FOUND_IN_RAY, "cannot be found in Ray"),
              "store": (R.WORKERS_CANNOT_REACH_STORE, "cannot reach the store master")}
     found: dict[str, list[str]] = {}

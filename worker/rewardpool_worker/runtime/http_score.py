@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from .. import httpapi
 from ..contract import COMPONENT_ERRORS_KEY
-from ..errors import Cancelled, Draining, Overloaded, ScorerError, Shadowing, unwrap
+from ..errors import Cancelled, Draining, EngineUnavailable, Overloaded, ScorerError, Shadowing, unwrap
 from ..store import MasterUnreachable
 from .fairslots import DEFAULT_TENANT
 from .tenants import TenantAuth
@@ -134,6 +134,9 @@ class Scoring:
 
 def refusal(cause: BaseException) -> Answer | None:
     """The worker refused the whole request for now (not the items' fault): the answer that says so."""
+    if isinstance(cause, EngineUnavailable):  # before Overloaded, its base: another worker can take it now
+        return _error(503, f"the worker's judge engine does not answer: {cause}", httpapi.REFUSED_LEAVING,
+                      **{"Retry-After": str(RETRY_AFTER_SECONDS)})
     if isinstance(cause, Overloaded):
         return _error(429, f"the worker's queue is full: {cause}", httpapi.REFUSED_FULL,
                       **{"Retry-After": str(RETRY_AFTER_SECONDS)})

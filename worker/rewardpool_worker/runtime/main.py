@@ -26,6 +26,7 @@ from ..contract import (ANNOTATIONS_FILE, CONTROL_TOKEN_FILE, DRAIN_ANNOTATION, 
 from ..httpapi import DESCRIBE_PATH, FLOW_GRPO_PATH, SCORE_PATH
 from . import http_score
 from .control import ControlAuth
+from .engines import engine_problems, watch_engines
 from .tenants import TenantAuth
 from .metrics import WorkerMetrics
 from .models import missing_models
@@ -73,6 +74,8 @@ class State:
         self.in_flight = 0
         self.last_batch_at: float | None = None  # monotonic time the batches counter last moved
         self.model_problem: str | None = None  # why the scorers' model cannot be loaded (retried until it can)
+        self.waiting_on = "model"  # what model_problem is about: "model", or "engine" (a hosted judge's engine)
+        self.engine_down: str | None = None  # once Ready: why a hosted judge's engine does not answer now
         self.startup: dict[str, float] = {}  # seconds per start-up step (/healthz), filled as they end
         self.startup_began = time.monotonic()  # when the process started (startup_steps)
         self.registered_at: float | None = None  # monotonic time the actor's name last resolved in Ray
@@ -128,12 +131,15 @@ class State:
 
     def unready(self) -> tuple[str | None, str | None]:
         """An outside cause keeping this live worker out of Ready: ("model", why) while its model cannot be
-        loaded; once started, ("ray" | "store", why); else (None, None)."""
+        loaded, ("engine", why) while a hosted judge's engine cannot judge; once started, ("engine" | "ray" |
+        "store", why); else (None, None)."""
         if self.phase == "starting" and self.model_problem:
-            return "model", self.model_problem
+            return self.waiting_on, self.model_problem
         ok, fields = self.readiness()
         if ok or self.phase != "ready" or not fields["live"]:
             return None, None
+        if self.engine_down:
+            return "engine", self.engine_down
         if not fields["ray_registered"]:
             return "ray", fields["reason"]
         if not fields["store"]:
@@ -181,9 +187,11 @@ class State:
                                 f"({self.registration_error or 'no answer'}): clients cannot find it")
         if live and self.phase == "ready" and not self.tenants.known:
             fields["reason"] = "waiting for the pool's tenants from the operator (spec.access.tenants)"
+        if live and self.phase == "ready" and self.engine_down:
+            fields["reason"] = f"the judge's engine cannot judge now: {self.engine_down}"
         ok = self.phase == "ready" and live and store and named and bool(self.detail.get("model_loaded")) \
             and self.detail.get("warmup_seconds") is not None and bool(self.detail.get("buffer_registered")) \
-            and self.tenants.known
+            and self.tenants.known and not self.engine_down
         return ok, fields
 
 
@@ -460,7 +468,9 @@ def start_with_model(cfg: WorkerConfig, pod: str, hostname: str, key: str, state
 
     said = 0.0
     while True:
-        missing = missing_models(cfg)
+        missing, cause = missing_models(cfg), "model"
+        if not missing:
+            missing, cause = engine_problems(cfg), "engine"
         if not missing:
             step("model_wait_seconds")
             try:
@@ -469,27 +479,29 @@ def start_with_model(cfg: WorkerConfig, pod: str, hostname: str, key: str, state
                 step("actor_seconds")
                 return actor
             except Exception as e:  # noqa: BLE001 (sorted below: the model's failure, or another one, raised)
-                why = model_failure(e)
-                if why is None:
+                found = model_failure(e)
+                if found is None:
                     raise
+                cause, why = found
                 missing = [why]
-        state.model_problem = "; ".join(missing)
+        state.model_problem, state.waiting_on = "; ".join(missing), cause
         if time.monotonic() - said >= 60:
             said = time.monotonic()
-            log.warning("the model cannot be loaded (%s); looking again every %.0fs", state.model_problem,
+            log.warning("the %s cannot be used yet (%s); looking again every %.0fs", cause, state.model_problem,
                         MODEL_RETRY_SECONDS)
         if state.stop.wait(MODEL_RETRY_SECONDS):
             raise SystemExit(0)  # SIGTERM while waiting: nothing was taken, nothing to drain
 
 
-def model_failure(e: BaseException) -> str | None:
-    """The actor's ModelUnavailable message when its construction failed on the model (Ray reports an actor's
-    constructor error as the actor's death, with the error's text), else None."""
+def model_failure(e: BaseException) -> tuple[str, str] | None:
+    """("model", its message) when the actor's construction failed on the model, ("engine", its message) when a
+    hosted judge's engine could not judge its warm-up (Ray reports an actor's constructor error as the actor's
+    death, with the error's text), else None."""
     text = str(e)
-    marker = "ModelUnavailable: "
-    if marker not in text:
-        return None
-    return text.split(marker, 1)[1].strip().splitlines()[0][:500]
+    for marker, cause in (("ModelUnavailable: ", "model"), ("EngineUnavailable: ", "engine")):
+        if marker in text:
+            return cause, text.split(marker, 1)[1].strip().splitlines()[0][:500]
+    return None
 
 
 def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain_timeout: float) -> int:
@@ -516,6 +528,7 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
     metrics.startup(state.detail)
     state.registered_at = time.monotonic()  # start_actor resolved it by name a moment ago
     watch_registration(state, cfg.actor_name(pod), cfg.ray.namespace, own_raylet=bool(cfg.ray.address))
+    watch_engines(cfg, state, state.stop)
     state.phase = "ready"
     step("registered_seconds")
     state.startup["total_seconds"] = round(time.monotonic() - state.startup_began, 3)

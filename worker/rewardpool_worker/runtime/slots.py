@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from ..contract import READ_SLOTS
-from ..errors import BatchTooLarge, Cancelled, Overloaded, ScorerError
+from ..errors import BatchTooLarge, Cancelled, EngineUnavailable, Overloaded, ScorerError
 from ..frames import inline_bytes, picked_frames
 from ..records import OutputRef
 from ..scorers import frames_declared
@@ -107,6 +107,8 @@ class StoredOutputRewardActor:
         self.model_since = time.monotonic()
         try:
             return list(self.scorer.score_batch(tensors, prompts)), time.perf_counter() - t0
+        except EngineUnavailable:  # the worker's, not the batch's: sent again, as it is
+            raise
         except Exception as e:  # the scorer's own failure, typed for the client (its class may not unpickle there)
             raise ScorerError(str(e), type(e).__name__) from None
         finally:

@@ -41,7 +41,8 @@ def _accepted(cls, offered: dict) -> dict:
 def build_scorer(cfg: ScorerConfig):
     """Instantiate one configured scorer, built-in or custom alike: it gets `args` plus model_path,
     processor_path (default model_path), device (resolved: cpu or cuda), num_frames, dtype and
-    frames_per_forward, each when its constructor accepts it. `args` must all be accepted: a misspelt one is an
+    frames_per_forward, each when its constructor accepts it (and, for a scorer whose engine the pool hosts,
+    base_url, model and hosted: it must accept them). `args` must all be accepted: a misspelt one is an
     error, not ignored."""
     from .device import resolve_device
 
@@ -49,6 +50,8 @@ def build_scorer(cfg: ScorerConfig):
     standard = {"model_path": cfg.model_path, "device": resolve_device(cfg.device), "num_frames": cfg.num_frames,
                 "dtype": cfg.dtype, "frames_per_forward": cfg.frames_per_forward,
                 "processor_path": cfg.processor_path or cfg.model_path}
+    if cfg.engine is not None:  # a judge the pool hosts: pointed at its engine, never at a URL in args
+        standard.update(base_url=cfg.engine.url, model=cfg.engine.model, hosted=True)
     clash = set(cfg.args) & set(standard)
     if clash:
         raise ValueError(f"{cfg.ref}: args {sorted(clash)} are set by the pool (scorer fields), not in args")
@@ -66,6 +69,9 @@ def build_scorer(cfg: ScorerConfig):
         if not key:
             raise ValueError(f"{cfg.ref}: {cfg.api_key_env} (from the pool's apiKeySecret) is empty or unset")
         standard["api_key"] = key
+    if cfg.engine is not None and {"base_url", "model", "hosted"} - set(_accepted(cls, standard)):
+        raise TypeError(f"{cfg.ref}: the pool hosts an engine for it, but its constructor takes no base_url, model "
+                        "and hosted (a judge such as openai-judge does)")
     return cls(**cfg.args, **_accepted(cls, standard))
 
 
