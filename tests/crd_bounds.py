@@ -131,7 +131,10 @@ BAD_CANDIDATES = ["!", "a b", "-", "*", "a!"]
 VALID_STRINGS: dict[str, str] = {"spec.scorer.args.base_url": "http://judge:8000/v1",
                                   "spec.scorers[0].args.base_url": "https://api.example.com/v1"}
 INVALID_STRINGS: dict[str, str] = {"spec.scorer.args.base_url": "http://judge:8000/v1",
-                                  "spec.scorers[0].args.base_url": "https://api.example.com/v1"}
+                                  "spec.scorers[0].args.base_url": "https://api.example.com/v1",
+                                  # an absolute path: the GGUF file is named under the model source
+                                  "spec.scorer.engine.modelFile": "/judge.gguf",
+                                  "spec.scorers[0].engine.modelFile": "/judge.gguf"}
 
 
 class CannotDerive(Exception):
@@ -308,10 +311,24 @@ def _mixture(m: dict) -> dict:
     return m
 
 
+def _engine(entry: dict) -> None:
+    """A scorer hosting an engine: a judge, whose engine has weights (and, for llamacpp, its GGUF file)."""
+    if "class" not in entry:
+        entry["name"] = "openai-judge"
+    entry.pop("args", None)
+    eng = entry["engine"]
+    if not eng.get("model"):
+        eng["model"] = {"pvc": {"claimName": "w"}}
+    if eng.get("kind") == "llamacpp":
+        eng.setdefault("modelFile", "judge.gguf")
+
+
 # What a manifest needs besides the field itself for the field to be valid: dotted-path prefix -> edit.
 CONTEXT = {
     "spec.scorer.class": lambda m: _drop(m, ("spec", "scorer", "name")),
     "spec.scorers": _mixture,
+    "spec.scorer.engine": lambda m: _engine(m["spec"]["scorer"]),
+    "spec.scorers[0].engine": lambda m: _engine(m["spec"]["scorers"][0]),
     "spec.scorer.device": lambda m: m["spec"]["scorer"].setdefault("gpus", 1),  # device cuda needs a GPU
     # GCS fault tolerance needs the Ray cluster's address (spec.ray's CEL rule)
     "spec.ray.gcsFaultTolerance": lambda m: m["spec"].setdefault("ray", {}).setdefault("address", "ray-head:6379"),
@@ -439,8 +456,15 @@ def _spec(**edits) -> dict:
 
 
 _DROP = object()
-_JUDGE = ("!has(self.name) || self.name != 'openai-judge' || (has(self.args) && has(self.args.base_url) && "
-          "has(self.args.model))")
+_JUDGE = ("!has(self.name) || self.name != 'openai-judge' || has(self.engine) || (has(self.args) && "
+          "has(self.args.base_url) && has(self.args.model))")
+_ENGINE = {"kind": "vllm", "model": {"pvc": {"claimName": "qwen-vl"}}}
+_ENGINE_JUDGE_ONLY = "!has(self.engine) || !has(self.name) || self.name == 'openai-judge'"
+_ENGINE_NO_URL = "!has(self.engine) || !has(self.args) || (!has(self.args.base_url) && !has(self.args.model))"
+_ENGINE_OWN_WEIGHTS = "!has(self.engine) || (!has(self.model) && (!has(self.modelPath) || self.modelPath == ''))"
+_ENGINE_GGUF = "self.kind != 'llamacpp' || has(self.modelFile)"
+_ENGINE_TP = "!has(self.tensorParallel) || !has(self.gpus) || self.gpus == 0 || self.tensorParallel <= self.gpus"
+_SOURCE = "[has(self.pvc), has(self.image), has(self.cache)].filter(x, x).size() == 1"
 _HPS_VERSION = ("!has(self.name) || self.name != 'hps' || !has(self.args) || !has(self.args.version) || "
                 "self.args.version in ['v2.1', 'v2.0']")
 _JUDGE_ARGS = {"base_url": "http://judge:8000/v1", "model": "qwen2.5-vl"}
@@ -690,6 +714,96 @@ CEL_CASES = {
         (False, "judge-no-model", _spec(scorer={"name": "openai-judge", "args": {"base_url": "http://j:8000/v1"}}),
          ["spec.scorer.args", "and args.model"]),
         (True, "judge-complete", _spec(scorer={"name": "openai-judge", "args": _JUDGE_ARGS}), []),
+        (True, "judge-hosted", _spec(scorer={"name": "openai-judge", "engine": _ENGINE}), []),
+    ],
+    ("spec.scorer", _ENGINE_JUDGE_ONLY): [
+        (False, "engine-for-pickscore", _spec(scorer={"name": "pickscore", "modelPath": "/m", "engine": _ENGINE}),
+         ["spec.scorer.engine", "an engine serves a judge"]),
+        (True, "engine-for-a-class", _spec(scorer={"class": "p.m:Judge", "engine": _ENGINE}), []),
+    ],
+    ("spec.scorer", _ENGINE_NO_URL): [
+        (False, "engine-and-base-url", _spec(scorer={"name": "openai-judge", "args": {"base_url": "http://j/v1"},
+                                                     "engine": _ENGINE}), ["spec.scorer.args", "drop base_url and model"]),
+        (False, "engine-and-model-arg", _spec(scorer={"name": "openai-judge", "args": {"model": "m"},
+                                                      "engine": _ENGINE}), ["spec.scorer.args", "drop base_url and model"]),
+        (True, "engine-and-form", _spec(scorer={"name": "openai-judge", "args": {"form": "yes-probability"},
+                                                "engine": _ENGINE}), []),
+    ],
+    ("spec.scorer", _ENGINE_OWN_WEIGHTS): [
+        (False, "engine-and-scorer-model", _spec(scorer={"name": "openai-judge", "model": {"pvc": {"claimName": "w"}},
+                                                         "engine": _ENGINE}),
+         ["spec.scorer.engine.model", "the engine's weights go in engine.model"]),
+        (False, "engine-and-model-path", _spec(scorer={"name": "openai-judge", "modelPath": "/m", "engine": _ENGINE}),
+         ["spec.scorer.engine.model", "not in the scorer's model or modelPath"]),
+        (True, "engine-alone", _spec(scorer={"name": "openai-judge", "engine": _ENGINE}), []),
+    ],
+    ("spec.scorer.engine", _ENGINE_GGUF): [
+        (False, "llamacpp-no-file", _spec(scorer={"name": "openai-judge", "engine": {**_ENGINE, "kind": "llamacpp"}}),
+         ["spec.scorer.engine.modelFile", "llamacpp serves one GGUF file"]),
+        (True, "llamacpp-file", _spec(scorer={"name": "openai-judge", "engine": {**_ENGINE, "kind": "llamacpp",
+                                                                                "modelFile": "q4.gguf"}}), []),
+    ],
+    ("spec.scorer.engine", _ENGINE_TP): [
+        (False, "tp-over-gpus", _spec(scorer={"name": "openai-judge", "engine": {**_ENGINE, "gpus": 2,
+                                                                                "tensorParallel": 4}}),
+         ["spec.scorer.engine.tensorParallel", "more than its GPUs"]),
+        (True, "tp-of-gpus", _spec(scorer={"name": "openai-judge", "engine": {**_ENGINE, "gpus": 4,
+                                                                             "tensorParallel": 2}}), []),
+        (True, "tp-without-gpus", _spec(scorer={"name": "openai-judge", "engine": {**_ENGINE, "tensorParallel": 2}}),
+         []),
+    ],
+    ("spec.scorer.engine.model", _SOURCE): [
+        (False, "engine-source-none", _spec(scorer={"name": "openai-judge", "engine": {"kind": "vllm", "model": {}}}),
+         ["spec.scorer.engine.model", "exactly one source"]),
+        (True, "engine-source-cache", _spec(scorer={"name": "openai-judge", "engine": {
+            "kind": "vllm", "model": {"cache": {"name": "qwen"}}}}), []),
+    ],
+    ("spec.scorers[0].engine.model", _SOURCE): [
+        (False, "entry-engine-source-two", _spec(scorer={"batchSize": 1}, scorers=[{"name": "openai-judge", "engine": {
+            "kind": "vllm", "model": {"pvc": {"claimName": "w"}, "image": {"reference": "r"}}}}]),
+         ["spec.scorers[0].engine.model", "exactly one source"]),
+        (True, "entry-engine-source-image", _spec(scorer={"batchSize": 1}, scorers=[{"name": "openai-judge", "engine": {
+            "kind": "vllm", "model": {"image": {"reference": "r/qwen:1"}}}}]), []),
+    ],
+    ("spec.scorers[0]", _ENGINE_JUDGE_ONLY): [
+        (False, "entry-engine-for-ocr", _spec(scorer={"batchSize": 1}, scorers=[
+            {"name": "ocr", "modelPath": "/m", "engine": _ENGINE}]), ["spec.scorers[0].engine", "an engine serves a judge"]),
+        (True, "entry-engine-for-judge", _spec(scorer={"batchSize": 1}, scorers=[
+            {"name": "openai-judge", "engine": _ENGINE}]), []),
+    ],
+    ("spec.scorers[0]", _ENGINE_NO_URL): [
+        (False, "entry-engine-and-base-url", _spec(scorer={"batchSize": 1}, scorers=[
+            {"name": "openai-judge", "args": _JUDGE_ARGS, "engine": _ENGINE}]),
+         ["spec.scorers[0].args", "drop base_url and model"]),
+        (True, "entry-engine-and-rubric", _spec(scorer={"batchSize": 1}, scorers=[
+            {"name": "openai-judge", "args": {"rubric": "Is it good?"}, "engine": _ENGINE}]), []),
+    ],
+    ("spec.scorers[0]", _ENGINE_OWN_WEIGHTS): [
+        (False, "entry-engine-and-model", _spec(scorer={"batchSize": 1}, scorers=[
+            {"name": "openai-judge", "modelPath": "/m", "engine": _ENGINE}]),
+         ["spec.scorers[0].engine.model", "the engine's weights go in engine.model"]),
+        (True, "entry-engine-weights", _spec(scorer={"batchSize": 1}, scorers=[
+            {"name": "openai-judge", "engine": _ENGINE}]), []),
+    ],
+    ("spec.scorers[0].engine", _ENGINE_GGUF): [
+        (False, "entry-llamacpp-no-file", _spec(scorer={"batchSize": 1}, scorers=[
+            {"name": "openai-judge", "engine": {**_ENGINE, "kind": "llamacpp"}}]),
+         ["spec.scorers[0].engine.modelFile", "llamacpp serves one GGUF file"]),
+        (True, "entry-llamacpp-file", _spec(scorer={"batchSize": 1}, scorers=[
+            {"name": "openai-judge", "engine": {**_ENGINE, "kind": "llamacpp", "modelFile": "j.gguf"}}]), []),
+    ],
+    ("spec.scorers[0].engine", _ENGINE_TP): [
+        (False, "entry-tp-over-gpus", _spec(scorer={"batchSize": 1}, scorers=[
+            {"name": "openai-judge", "engine": {**_ENGINE, "gpus": 1, "tensorParallel": 2}}]),
+         ["spec.scorers[0].engine.tensorParallel", "more than its GPUs"]),
+        (True, "entry-tp-equal", _spec(scorer={"batchSize": 1}, scorers=[
+            {"name": "openai-judge", "engine": {**_ENGINE, "gpus": 2, "tensorParallel": 2}}]), []),
+    ],
+    "!has(self.scorers) || !has(self.scorer.engine)": [
+        (False, "shared-engine", _spec(scorer={"batchSize": 1, "engine": _ENGINE}, scorers=[
+            {"name": "openai-judge", "args": _JUDGE_ARGS}]), ["spec.scorer.engine", "name the engine on the component"]),
+        (True, "component-engine", _spec(scorer={"batchSize": 1}, scorers=[{"name": "openai-judge", "engine": _ENGINE}]),
+         []),
     ],
     "!has(self.name) || self.name != 'hps' || (has(self.modelPath) && self.modelPath != '') || has(self.model)": [
         (False, "hps-no-model", _spec(scorer={"name": "hps"}), ["spec.scorer.modelPath", "hps needs scorer.model"]),
@@ -716,6 +830,8 @@ CEL_CASES = {
             {"name": "openai-judge", "args": {"model": "m"}}]), ["spec.scorers[0].args", "needs args.base_url"]),
         (True, "entry-judge-complete", _spec(scorer={"batchSize": 1}, scorers=[
             {"name": "openai-judge", "args": _JUDGE_ARGS}]), []),
+        (True, "entry-judge-hosted", _spec(scorer={"batchSize": 1}, scorers=[
+            {"name": "openai-judge", "engine": _ENGINE}]), []),
     ],
     ("spec.scorer.args", _NO_SECRET): [
         (False, "api-key-inline", _spec(scorer={"name": "openai-judge", "args": {**_JUDGE_ARGS, "api_key": "sk-1"}}),

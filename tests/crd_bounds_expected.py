@@ -73,6 +73,9 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
                                                                                                                                                                       'autoscaling '
                                                                                                                                                                       'is '
                                                                                                                                                                       'enabled',
+ 'spec:cel[!has(self.scorers) || !has(self.scorer.engine)]': 'with spec.scorers, name the engine on the '
+                                                             'component it serves (scorer holds shared '
+                                                             'settings)',
  'spec.replicas:minimum': 0,
  'spec.replicas:maximum': 1000,
  'spec.image:minLength': 1,
@@ -81,17 +84,64 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
                                                                                       'or scorer.modelPath '
                                                                                       '(a directory you '
                                                                                       'mount), not both',
- "spec.scorer:cel[!has(self.name) || self.name != 'openai-judge' || (has(self.args) && has(self.args.base_url) && has(self.args.model))]": 'scorer.name '
-                                                                                                                                           'openai-judge '
-                                                                                                                                           'needs '
-                                                                                                                                           'args.base_url '
-                                                                                                                                           '(the '
-                                                                                                                                           "endpoint's "
-                                                                                                                                           'URL, '
-                                                                                                                                           'e.g. '
-                                                                                                                                           'http://judge:8000/v1) '
-                                                                                                                                           'and '
-                                                                                                                                           'args.model',
+ "spec.scorer:cel[!has(self.name) || self.name != 'openai-judge' || has(self.engine) || (has(self.args) && has(self.args.base_url) && has(self.args.model))]": 'scorer.name '
+                                                                                                                                                               'openai-judge '
+                                                                                                                                                               'needs '
+                                                                                                                                                               'args.base_url '
+                                                                                                                                                               '(the '
+                                                                                                                                                               "endpoint's "
+                                                                                                                                                               'URL, '
+                                                                                                                                                               'e.g. '
+                                                                                                                                                               'http://judge:8000/v1) '
+                                                                                                                                                               'and '
+                                                                                                                                                               'args.model, '
+                                                                                                                                                               'or '
+                                                                                                                                                               'an '
+                                                                                                                                                               'engine '
+                                                                                                                                                               'the '
+                                                                                                                                                               'pool '
+                                                                                                                                                               'runs '
+                                                                                                                                                               'for '
+                                                                                                                                                               'it '
+                                                                                                                                                               '(scorer.engine)',
+ "spec.scorer:cel[!has(self.engine) || !has(self.name) || self.name == 'openai-judge']": 'scorer.engine: an '
+                                                                                         'engine serves a '
+                                                                                         'judge '
+                                                                                         '(openai-judge, or '
+                                                                                         'a custom class '
+                                                                                         'that takes '
+                                                                                         'base_url, model '
+                                                                                         'and hosted), not '
+                                                                                         'this built-in',
+ 'spec.scorer:cel[!has(self.engine) || !has(self.args) || (!has(self.args.base_url) && !has(self.args.model))]': 'scorer.engine: '
+                                                                                                                 'the '
+                                                                                                                 'pool '
+                                                                                                                 'points '
+                                                                                                                 'the '
+                                                                                                                 'judge '
+                                                                                                                 'at '
+                                                                                                                 'its '
+                                                                                                                 'engine: '
+                                                                                                                 'drop '
+                                                                                                                 'base_url '
+                                                                                                                 'and '
+                                                                                                                 'model '
+                                                                                                                 'from '
+                                                                                                                 'args',
+ "spec.scorer:cel[!has(self.engine) || (!has(self.model) && (!has(self.modelPath) || self.modelPath == ''))]": 'scorer.engine: '
+                                                                                                               'the '
+                                                                                                               "engine's "
+                                                                                                               'weights '
+                                                                                                               'go '
+                                                                                                               'in '
+                                                                                                               'engine.model, '
+                                                                                                               'not '
+                                                                                                               'in '
+                                                                                                               'the '
+                                                                                                               "scorer's "
+                                                                                                               'model '
+                                                                                                               'or '
+                                                                                                               'modelPath',
  "spec.scorer:cel[!has(self.name) || self.name != 'pickscore' || (has(self.modelPath) && self.modelPath != '') || has(self.model)]": 'scorer.name '
                                                                                                                                      'pickscore '
                                                                                                                                      'needs '
@@ -239,6 +289,59 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
  'spec.scorer.apiKeySecret.name:maxLength': 253,
  'spec.scorer.apiKeySecret.key:minLength': 1,
  'spec.scorer.apiKeySecret.key:maxLength': 253,
+ 'spec.scorer.engine:required=kind': True,
+ 'spec.scorer.engine:required=model': True,
+ "spec.scorer.engine:cel[self.kind != 'llamacpp' || has(self.modelFile)]": 'scorer.engine.modelFile: '
+                                                                           'llamacpp serves one GGUF file: '
+                                                                           'name it under the model source',
+ 'spec.scorer.engine:cel[!has(self.tensorParallel) || !has(self.gpus) || self.gpus == 0 || self.tensorParallel <= self.gpus]': 'scorer.engine.tensorParallel '
+                                                                                                                               'is '
+                                                                                                                               'more '
+                                                                                                                               'than '
+                                                                                                                               'its '
+                                                                                                                               'GPUs',
+ 'spec.scorer.engine.kind:enum': ['vllm', 'sglang', 'llamacpp'],
+ 'spec.scorer.engine.image:minLength': 1,
+ 'spec.scorer.engine.image:maxLength': 1024,
+ 'spec.scorer.engine.model:cel[[has(self.pvc), has(self.image), has(self.cache)].filter(x, x).size() == 1]': 'scorer.engine.model '
+                                                                                                             'names '
+                                                                                                             'exactly '
+                                                                                                             'one '
+                                                                                                             'source: '
+                                                                                                             'pvc, '
+                                                                                                             'image '
+                                                                                                             'or '
+                                                                                                             'cache',
+ 'spec.scorer.engine.model.pvc:required=claimName': True,
+ 'spec.scorer.engine.model.pvc.claimName:minLength': 1,
+ 'spec.scorer.engine.model.pvc.claimName:maxLength': 253,
+ 'spec.scorer.engine.model.pvc.subPath:maxLength': 1024,
+ 'spec.scorer.engine.model.image:required=reference': True,
+ 'spec.scorer.engine.model.image.reference:minLength': 1,
+ 'spec.scorer.engine.model.image.reference:maxLength': 1024,
+ 'spec.scorer.engine.model.image.pullPolicy:enum': ['Always', 'IfNotPresent', 'Never'],
+ 'spec.scorer.engine.model.cache:required=name': True,
+ 'spec.scorer.engine.model.cache.name:minLength': 1,
+ 'spec.scorer.engine.model.cache.name:maxLength': 63,
+ 'spec.scorer.engine.model.cache.subPath:maxLength': 1024,
+ 'spec.scorer.engine.model.cache.placement:enum': ['Required', 'Preferred'],
+ 'spec.scorer.engine.modelFile:minLength': 1,
+ 'spec.scorer.engine.modelFile:maxLength': 1024,
+ 'spec.scorer.engine.modelFile:pattern': '^[^/].*$',
+ 'spec.scorer.engine.servedModelName:minLength': 1,
+ 'spec.scorer.engine.servedModelName:maxLength': 253,
+ 'spec.scorer.engine.args:maxItems': 64,
+ 'spec.scorer.engine.args[0]:maxLength': 4096,
+ 'spec.scorer.engine.gpus:minimum': 0,
+ 'spec.scorer.engine.gpus:maximum': 16,
+ 'spec.scorer.engine.tensorParallel:minimum': 1,
+ 'spec.scorer.engine.tensorParallel:maximum': 16,
+ 'spec.scorer.engine.maxModelLen:minimum': 128,
+ 'spec.scorer.engine.maxModelLen:maximum': 10485760,
+ 'spec.scorer.engine.gpuMemoryUtilization:minimum': 'exclusive 0',
+ 'spec.scorer.engine.gpuMemoryUtilization:maximum': 1,
+ 'spec.scorer.engine.startupSeconds:minimum': 10,
+ 'spec.scorer.engine.startupSeconds:maximum': 86400,
  'spec.scorer.numFrames:minimum': 1,
  'spec.scorer.numFrames:maximum': 4096,
  'spec.scorer.model:cel[[has(self.pvc), has(self.image), has(self.cache)].filter(x, x).size() == 1]': 'scorer.model '
@@ -334,20 +437,69 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
                                                          'name, e.g. ocr)',
  "spec.scorers[0]:cel[!has(self.key) || self.key != 'weighted']": "key weighted is the mixture's weighted "
                                                                   'sum: name the component otherwise',
- "spec.scorers[0]:cel[!has(self.name) || self.name != 'openai-judge' || (has(self.args) && has(self.args.base_url) && has(self.args.model))]": 'a '
-                                                                                                                                               'scorers '
-                                                                                                                                               'entry '
-                                                                                                                                               'named '
-                                                                                                                                               'openai-judge '
-                                                                                                                                               'needs '
-                                                                                                                                               'args.base_url '
-                                                                                                                                               '(the '
-                                                                                                                                               "endpoint's "
-                                                                                                                                               'URL, '
-                                                                                                                                               'e.g. '
-                                                                                                                                               'http://judge:8000/v1) '
-                                                                                                                                               'and '
-                                                                                                                                               'args.model',
+ "spec.scorers[0]:cel[!has(self.name) || self.name != 'openai-judge' || has(self.engine) || (has(self.args) && has(self.args.base_url) && has(self.args.model))]": 'a '
+                                                                                                                                                                   'scorers '
+                                                                                                                                                                   'entry '
+                                                                                                                                                                   'named '
+                                                                                                                                                                   'openai-judge '
+                                                                                                                                                                   'needs '
+                                                                                                                                                                   'args.base_url '
+                                                                                                                                                                   '(the '
+                                                                                                                                                                   "endpoint's "
+                                                                                                                                                                   'URL, '
+                                                                                                                                                                   'e.g. '
+                                                                                                                                                                   'http://judge:8000/v1) '
+                                                                                                                                                                   'and '
+                                                                                                                                                                   'args.model, '
+                                                                                                                                                                   'or '
+                                                                                                                                                                   'an '
+                                                                                                                                                                   'engine '
+                                                                                                                                                                   'the '
+                                                                                                                                                                   'pool '
+                                                                                                                                                                   'runs '
+                                                                                                                                                                   'for '
+                                                                                                                                                                   'it '
+                                                                                                                                                                   '(engine)',
+ "spec.scorers[0]:cel[!has(self.engine) || !has(self.name) || self.name == 'openai-judge']": 'scorers[].engine: '
+                                                                                             'an engine '
+                                                                                             'serves a judge '
+                                                                                             '(openai-judge, '
+                                                                                             'or a custom '
+                                                                                             'class that '
+                                                                                             'takes '
+                                                                                             'base_url, '
+                                                                                             'model and '
+                                                                                             'hosted), not '
+                                                                                             'this built-in',
+ 'spec.scorers[0]:cel[!has(self.engine) || !has(self.args) || (!has(self.args.base_url) && !has(self.args.model))]': 'scorers[].engine: '
+                                                                                                                     'the '
+                                                                                                                     'pool '
+                                                                                                                     'points '
+                                                                                                                     'the '
+                                                                                                                     'judge '
+                                                                                                                     'at '
+                                                                                                                     'its '
+                                                                                                                     'engine: '
+                                                                                                                     'drop '
+                                                                                                                     'base_url '
+                                                                                                                     'and '
+                                                                                                                     'model '
+                                                                                                                     'from '
+                                                                                                                     'args',
+ "spec.scorers[0]:cel[!has(self.engine) || (!has(self.model) && (!has(self.modelPath) || self.modelPath == ''))]": 'scorers[].engine: '
+                                                                                                                   'the '
+                                                                                                                   "engine's "
+                                                                                                                   'weights '
+                                                                                                                   'go '
+                                                                                                                   'in '
+                                                                                                                   'engine.model, '
+                                                                                                                   'not '
+                                                                                                                   'in '
+                                                                                                                   'the '
+                                                                                                                   "scorer's "
+                                                                                                                   'model '
+                                                                                                                   'or '
+                                                                                                                   'modelPath',
  "spec.scorers[0]:cel[!has(self.name) || self.name != 'hps' || !has(self.args) || !has(self.args.version) || self.args.version in ['v2.1', 'v2.0']]": 'a '
                                                                                                                                                       'scorers '
                                                                                                                                                       'entry '
@@ -394,6 +546,60 @@ EXPECTED_BOUNDS = {'<root>:required=spec': True,
  'spec.scorers[0].apiKeySecret.name:maxLength': 253,
  'spec.scorers[0].apiKeySecret.key:minLength': 1,
  'spec.scorers[0].apiKeySecret.key:maxLength': 253,
+ 'spec.scorers[0].engine:required=kind': True,
+ 'spec.scorers[0].engine:required=model': True,
+ "spec.scorers[0].engine:cel[self.kind != 'llamacpp' || has(self.modelFile)]": 'scorer.engine.modelFile: '
+                                                                               'llamacpp serves one GGUF '
+                                                                               'file: name it under the '
+                                                                               'model source',
+ 'spec.scorers[0].engine:cel[!has(self.tensorParallel) || !has(self.gpus) || self.gpus == 0 || self.tensorParallel <= self.gpus]': 'scorer.engine.tensorParallel '
+                                                                                                                                   'is '
+                                                                                                                                   'more '
+                                                                                                                                   'than '
+                                                                                                                                   'its '
+                                                                                                                                   'GPUs',
+ 'spec.scorers[0].engine.kind:enum': ['vllm', 'sglang', 'llamacpp'],
+ 'spec.scorers[0].engine.image:minLength': 1,
+ 'spec.scorers[0].engine.image:maxLength': 1024,
+ 'spec.scorers[0].engine.model:cel[[has(self.pvc), has(self.image), has(self.cache)].filter(x, x).size() == 1]': 'scorer.engine.model '
+                                                                                                                 'names '
+                                                                                                                 'exactly '
+                                                                                                                 'one '
+                                                                                                                 'source: '
+                                                                                                                 'pvc, '
+                                                                                                                 'image '
+                                                                                                                 'or '
+                                                                                                                 'cache',
+ 'spec.scorers[0].engine.model.pvc:required=claimName': True,
+ 'spec.scorers[0].engine.model.pvc.claimName:minLength': 1,
+ 'spec.scorers[0].engine.model.pvc.claimName:maxLength': 253,
+ 'spec.scorers[0].engine.model.pvc.subPath:maxLength': 1024,
+ 'spec.scorers[0].engine.model.image:required=reference': True,
+ 'spec.scorers[0].engine.model.image.reference:minLength': 1,
+ 'spec.scorers[0].engine.model.image.reference:maxLength': 1024,
+ 'spec.scorers[0].engine.model.image.pullPolicy:enum': ['Always', 'IfNotPresent', 'Never'],
+ 'spec.scorers[0].engine.model.cache:required=name': True,
+ 'spec.scorers[0].engine.model.cache.name:minLength': 1,
+ 'spec.scorers[0].engine.model.cache.name:maxLength': 63,
+ 'spec.scorers[0].engine.model.cache.subPath:maxLength': 1024,
+ 'spec.scorers[0].engine.model.cache.placement:enum': ['Required', 'Preferred'],
+ 'spec.scorers[0].engine.modelFile:minLength': 1,
+ 'spec.scorers[0].engine.modelFile:maxLength': 1024,
+ 'spec.scorers[0].engine.modelFile:pattern': '^[^/].*$',
+ 'spec.scorers[0].engine.servedModelName:minLength': 1,
+ 'spec.scorers[0].engine.servedModelName:maxLength': 253,
+ 'spec.scorers[0].engine.args:maxItems': 64,
+ 'spec.scorers[0].engine.args[0]:maxLength': 4096,
+ 'spec.scorers[0].engine.gpus:minimum': 0,
+ 'spec.scorers[0].engine.gpus:maximum': 16,
+ 'spec.scorers[0].engine.tensorParallel:minimum': 1,
+ 'spec.scorers[0].engine.tensorParallel:maximum': 16,
+ 'spec.scorers[0].engine.maxModelLen:minimum': 128,
+ 'spec.scorers[0].engine.maxModelLen:maximum': 10485760,
+ 'spec.scorers[0].engine.gpuMemoryUtilization:minimum': 'exclusive 0',
+ 'spec.scorers[0].engine.gpuMemoryUtilization:maximum': 1,
+ 'spec.scorers[0].engine.startupSeconds:minimum': 10,
+ 'spec.scorers[0].engine.startupSeconds:maximum': 86400,
  'spec.scorers[0].numFrames:minimum': 1,
  'spec.scorers[0].numFrames:maximum': 4096,
  'spec.scorers[0].model:cel[[has(self.pvc), has(self.image), has(self.cache)].filter(x, x).size() == 1]': 'scorer.model '

@@ -22,6 +22,16 @@ WORDS = ["Yes", "No", "▁Yes", "▁No", "yes", "no", "score", "▁score"]
 LEAN = {"Yes": 1.0, "No": 0.9, "▁Yes": 0.6, "▁No": 0.55, "3": 1.2, "}": 1.1, "{": 0.5, '"': 0.5, ":": 0.4,
         "score": 0.45, "2": 0.3, "4": 0.3}
 CONSTANT = 8.0  # the residual stream's constant dimension
+# ChatML, where a message's content may be a list of parts (OpenAI's form, which llama-cpp-python's built-in chatml
+# format drops): text parts as they are, and an image part as the first bytes of its data URL's PNG, so a model that
+# reads only text still answers each image differently.
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+    "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for p in m['content'] %}"
+    "{% if p['type'] == 'text' %}{{ p['text'] }}{% elif p['type'] == 'image_url' %}"
+    "{{ (p['image_url']['url'] if p['image_url'] is mapping else p['image_url'])[22:300] }}{% endif %}"
+    "{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
 def vocabulary() -> tuple[list[str], list[float], list[int]]:
@@ -66,6 +76,7 @@ def write(path: str | Path, seed: int = 0) -> Path:
     w.add_unk_token_id(0)
     w.add_add_bos_token(True)
     w.add_add_eos_token(False)
+    w.add_chat_template(CHAT_TEMPLATE)
 
     def rand(*shape, std=0.02):
         return (rng.standard_normal(shape) * std).astype(np.float32)

@@ -61,7 +61,11 @@ def test_each_form_asks_what_it_reads_with_the_rubric_first():
     assert api["response_format"] == RESPONSE_FORMAT and "temperature" not in api and "logprobs" not in api
     assert api["messages"][0]["content"] == DEFAULT_RUBRIC and judge().score_range == (0.0, 4.0)
     # the same judge hosted by the pool asks at temperature 0 (the engine's default is to sample)
-    assert judge(hosted=True).body("u", "p")["temperature"] == 0
+    assert judge(hosted="vllm").body("u", "p")["temperature"] == 0
+    assert judge(hosted="vllm").body("u", "p")["response_format"] == RESPONSE_FORMAT
+    # llama.cpp's server refuses json_schema (HTTP 500, measured): the same schema in its json_object form
+    assert judge(hosted="llamacpp").body("u", "p")["response_format"] == {
+        "type": "json_object", "schema": RESPONSE_FORMAT["json_schema"]["schema"]}
 
 
 @pytest.mark.parametrize("kw, says", [
@@ -80,7 +84,7 @@ def test_an_engine_that_does_not_answer_fails_the_batch_for_it_to_be_sent_again_
     import torch
 
     image = torch.zeros(3, 8, 8, dtype=torch.uint8)
-    hosted = judge(hosted=True, retries=0, timeout_seconds=1)  # port 9 on loopback: nothing listens
+    hosted = judge(hosted="llamacpp", retries=0, timeout_seconds=1)  # port 9 on loopback: nothing listens
     with pytest.raises(EngineUnavailable) as e:
         hosted.score_batch([image, image], ["a", "b"])
     assert "the engine at http://127.0.0.1:9/v1 does not answer: ConnectionError" in str(e.value)
@@ -95,13 +99,14 @@ def test_build_scorer_points_a_hosted_judge_at_its_engine_and_at_nothing_else():
 
     link = EngineLink(kind="llamacpp", url="http://127.0.0.1:8081/v1", model="judge")
     s = build_scorer(ScorerConfig(name="openai-judge", engine=link, args={"form": "yes-probability"}))
-    assert (s.base_url, s.model, s.hosted, s.form) == ("http://127.0.0.1:8081/v1", "judge", True, "yes-probability")
+    assert (s.base_url, s.model, s.hosted, s.form) == ("http://127.0.0.1:8081/v1", "judge", "llamacpp",
+                                                       "yes-probability")
     with pytest.raises(ValueError, match=r"args \['base_url'\] are set by the pool"):
         build_scorer(ScorerConfig(name="openai-judge", engine=link, args={"base_url": "http://elsewhere/v1"}))
     with pytest.raises(TypeError, match="hosts an engine for it, but its constructor takes no base_url"):
         build_scorer(ScorerConfig(name="mean-intensity", engine=link))
     assert build_scorer(ScorerConfig(name="openai-judge", args={"base_url": "http://x/v1", "model": "m"})).hosted \
-        is False
+        is None
 
 
 def ready_state(**kw):

@@ -53,10 +53,11 @@ def get_json(port: int, path: str, timeout: float = 5) -> tuple[int, dict]:
         return 0, {}
 
 
-def start_entrypoint(pool, tmp_path, pod_name: str, wait: bool = True, **env):
+def start_entrypoint(pool, tmp_path, pod_name: str, wait: bool = True, engine_url: str | None = None, **env):
     """The worker entrypoint as a pod runs it, from the config the operator renders for `pool` (its HTTP port on a
-    free loopback port), waited for until Ready (unless `wait` is False). Returns (process, port, log path, the
-    /readyz answer or None); the caller stops the process."""
+    free loopback port; a hosted judge's engine at `engine_url` when given, where the test runs it), waited for
+    until Ready (unless `wait` is False). Returns (process, port, log path, the /readyz answer or None); the caller
+    stops the process."""
     import json
     import os
     import subprocess
@@ -70,6 +71,9 @@ def start_entrypoint(pool, tmp_path, pod_name: str, wait: bool = True, **env):
     cfg = json.loads({e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]
                       if "value" in e}["REWARDPOOL_WORKER_CONFIG"])
     cfg["http_port"] = port = free_port()
+    for c in [cfg["scorer"], *cfg.get("scorers", [])]:
+        if engine_url and c.get("engine"):
+            c["engine"]["url"] = engine_url
     log_path = tmp_path / "worker.log"
     proc = subprocess.Popen([sys.executable, "-m", "rewardpool_worker.runtime.main"], env={
         **os.environ, "REWARDPOOL_WORKER_CONFIG": json.dumps(cfg), "POD_NAME": pod_name, "POD_IP": "127.0.0.1",

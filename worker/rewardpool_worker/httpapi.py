@@ -23,6 +23,7 @@ FLOW_GRPO_PATH = "/"  # flow-GRPO's (and ddpo-pytorch's) reward servers answer P
 REFUSED_FULL = "Overloaded"  # 429: its queue is full
 REFUSED_LEAVING = "NotServing"  # 503: draining, shadowing, loading its model: another worker
 REFUSED_STORE = "MasterUnreachable"  # 503: the store master does not answer: no worker can read now, wait
+REFUSED_ENGINE = "EngineUnavailable"  # 503: its judge's engine does not answer (restarting): wait, or another worker
 MAX_BODY_BYTES = 256 << 20  # a larger request gets 413 before its body is read
 MAX_ITEMS = 1024
 MAX_PROMPT_CHARS = 16384

@@ -78,6 +78,38 @@ class ModelSource(_M):
         return {"image": self.image.reference}
 
 
+ENGINE_PORT = 8100  # the first hosted engine's port on the pod's loopback; a mixture's next ones follow it
+
+
+class Engine(_M):
+    """An inference engine the pool runs beside each worker for this scorer (a judge): a container in the worker
+    pod serving on the pod's loopback, with its weights from a model source, its memory and GPUs its own. The
+    scorer is pointed at it (no URL to write); its kind, image, model and args are part of the scorer version."""
+    kind: Literal["vllm", "sglang", "llamacpp"]
+    image: str | None = Field(default=None, min_length=1)  # default: ENGINE_IMAGES[kind]
+    model: ModelSource
+    # llamacpp serves one GGUF file: its path under the model source
+    modelFile: str | None = Field(default=None, min_length=1, pattern=r"^[^/].*$")
+    servedModelName: str | None = Field(default=None, min_length=1, max_length=253)  # default: the component
+    args: list[str] = Field(default_factory=list, max_length=64)  # more flags for the engine, after ours
+    gpus: int = Field(default=0, ge=0, le=16)
+    tensorParallel: int | None = Field(default=None, ge=1, le=16)  # default: gpus (1 without)
+    maxModelLen: int | None = Field(default=None, ge=128)
+    gpuMemoryUtilization: float | None = Field(default=None, gt=0, le=1)
+    memory: Quantity = "8Gi"  # the engine container's memory (request = limit)
+    cpu: Quantity = "2"
+    shmSize: Quantity = "1Gi"  # its /dev/shm (NCCL between tensor-parallel ranks), counted in its memory
+    startupSeconds: int = Field(default=1800, ge=10, le=86400)  # weights load and warm-up before it must answer
+
+    @model_validator(mode="after")
+    def _fits(self):
+        if self.kind == "llamacpp" and not self.modelFile:
+            raise ValueError("scorer.engine.modelFile: llamacpp serves one GGUF file: name it under the model source")
+        if self.tensorParallel is not None and self.gpus and self.tensorParallel > self.gpus:
+            raise ValueError(f"scorer.engine.tensorParallel {self.tensorParallel} is more than its {self.gpus} GPUs")
+        return self
+
+
 class _ScorerFields(_M):
     """What names and loads one scorer: shared by `spec.scorer` and the entries of `spec.scorers`."""
     name: str | None = None
@@ -90,12 +122,27 @@ class _ScorerFields(_M):
     modelMemory: Quantity | None = None
     # its own, never inherited by a mixture's components (each names its endpoint's key)
     apiKeySecret: SecretKey | None = None
+    # its own too: the engine the pool hosts for this judge
+    engine: Engine | None = None
 
     @model_validator(mode="after")
     def _path_or_source(self):
         if self.model is not None and self.modelPath:
             raise ValueError("set scorer.model (the operator mounts it) or scorer.modelPath (a directory you mount), "
                              "not both")
+        return self
+
+    @model_validator(mode="after")
+    def _engine_for_a_judge(self):
+        if self.engine is None:
+            return self
+        if self.name is not None and self.name != "openai-judge":
+            raise ValueError(f"scorer.engine: {self.name} is not a judge; an engine serves openai-judge (or a custom "
+                             "class that takes base_url, model and hosted)")
+        if {"base_url", "model"} & set(self.args):
+            raise ValueError("scorer.engine: the pool points the judge at its engine: drop base_url and model from args")
+        if self.model is not None or self.modelPath:
+            raise ValueError("scorer.engine: the engine's weights go in scorer.engine.model, not scorer.model")
         return self
 
     @model_validator(mode="after")

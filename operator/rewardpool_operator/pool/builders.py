@@ -10,12 +10,13 @@ import json
 
 from rewardpool_worker.contract import (ANNOTATIONS_FILE, CONTROL_SECRET_KEY, CONTROL_TOKEN_DIR, ENV_VAR, HEALTH_PATH,
                                         HTTP_PORT, MODELS_ROOT, READY_PATH, ROCE_INTERFACE, SCORER_VERSION_LABEL,
-                                        RayConfig, ScorerConfig, StoreConfig, WorkerConfig, api_key_env,
+                                        EngineLink, RayConfig, ScorerConfig, StoreConfig, WorkerConfig, api_key_env,
                                         control_secret_name, termination_grace_seconds)
 
 from ..api.quantity import format_bytes
 from ..api.spec import COMPONENT_LABEL, HASH_LABEL, MANAGED_BY, WORKER_CONTAINER, ModelSource, Pool
 from ..modelcache.layout import claim_name, pool_affinity
+from . import engine as engines
 from .podsecurity import RESTRICTED
 from .sizing import SizingResult
 
@@ -65,7 +66,11 @@ MODEL_VOLUME_PREFIX = "rewardpool-model-"  # the volumes of scorers' model sourc
 
 def model_source(component, shared):
     """(the component's model source or None, its plain modelPath or None): its own when it sets either, else what
-    the shared scorer sets (a mixture's components inherit the weights' location together, never half of it)."""
+    the shared scorer sets (a mixture's components inherit the weights' location together, never half of it). A
+    judge the pool hosts an engine for has the engine's weights (mounted in the engine's container, not the
+    worker's)."""
+    if getattr(component, "engine", None) is not None:
+        return component.engine.model, None
     if component.model is not None or component.modelPath:
         return component.model, component.modelPath
     return shared.model, shared.modelPath
@@ -87,12 +92,12 @@ def model_volume(source: ModelSource, name: str) -> dict:
     return {"name": name, "image": image}
 
 
-def model_mounts(pool: Pool, copies: dict[str, str] | None = None) -> tuple[list[dict], list[dict]]:
-    """(volumes, volumeMounts) of the scorers whose weights come from a source: one volume per claim or image
-    (components sharing one mount it once each, at their own subPath), each mounted read-only at
+def model_mounts(pool: Pool, copies: dict[str, str] | None = None) -> tuple[list[dict], dict[str, list[dict]]]:
+    """(volumes, {component: its volumeMounts}) of the scorers whose weights come from a source: one volume per
+    claim or image (components sharing one mount it once each, at their own subPath), each mounted read-only at
     MODELS_ROOT/<component>; a cache's at its copy of the identity `copies` names ({cache: identity})."""
     volumes: dict[str, dict] = {}  # the volume's source, as JSON -> the volume
-    mounts = []
+    mounts: dict[str, list[dict]] = {}
     for c in pool.spec.components:
         source, _ = model_source(c, pool.spec.scorer)
         if source is None:
@@ -102,8 +107,8 @@ def model_mounts(pool: Pool, copies: dict[str, str] | None = None) -> tuple[list
         sub = source.sub_path
         if source.cache is not None and (copies or {}).get(source.cache.name):
             sub = "/".join(x for x in (copies[source.cache.name], sub) if x)
-        mounts.append({"name": volume["name"], "mountPath": model_mount_path(c), "readOnly": True,
-                       **({"subPath": sub} if sub else {})})
+        mounts.setdefault(c.component, []).append({"name": volume["name"], "mountPath": model_mount_path(c),
+                                                   "readOnly": True, **({"subPath": sub} if sub else {})})
     return list(volumes.values()), mounts
 
 
@@ -119,11 +124,14 @@ def model_caches(pool: Pool) -> dict[str, str]:
     return out
 
 
-def scorer_config(component, shared, index: int = 0) -> ScorerConfig:
+def scorer_config(component, shared, index: int = 0, engine: EngineLink | None = None) -> ScorerConfig:
     """One scorer as the worker builds it: a component's unset fields come from `spec.scorer`. `index`: its place
-    in the mixture (0 for the single scorer), which names the variable holding its API key."""
+    in the mixture (0 for the single scorer), which names the variable holding its API key; `engine`: how it
+    reaches the engine the pool hosts for it (its weights are the engine's: it loads none itself)."""
     pick = lambda own, common: common if own is None else own  # noqa: E731
     source, model_path = model_source(component, shared)
+    if engine is not None:
+        source = model_path = None
     return ScorerConfig(name=component.name, cls=component.cls, weight=getattr(component, "weight", 1.0),
                         args=dict(component.args),
                         api_key_env=api_key_env(index) if component.apiKeySecret else None,
@@ -132,16 +140,19 @@ def scorer_config(component, shared, index: int = 0) -> ScorerConfig:
                         model_path=model_mount_path(component) if source is not None else model_path,
                         processor_path=pick(component.processorPath, shared.processorPath),
                         frames_per_forward=pick(component.framesPerForward, shared.framesPerForward),
-                        batch_size=shared.batchSize, device=shared.device, gpus=shared.gpus, dtype=shared.dtype)
+                        batch_size=shared.batchSize, device=shared.device, gpus=shared.gpus, dtype=shared.dtype,
+                        engine=engine)
 
 
 def scorer_digest(pool: Pool, copies: dict[str, str] | None = None) -> str:
     """The part of a pool's identity that decides its scores (the pod label and the worker's version prefix):
     the image, each scorer as the worker builds it (name or class, args, numFrames, model and processor paths,
-    weight, the source of its weights and, for a cache, which copy: `copies`) and the dtype. Not batchSize,
-    framesPerForward, device or GPUs: they change speed and float rounding, not what is scored."""
+    weight, the source of its weights and, for a cache, which copy: `copies`; a hosted judge's engine:
+    engine.identity) and the dtype. Not batchSize, framesPerForward, device or GPUs: they change speed and float
+    rounding, not what is scored."""
     sc = pool.spec.scorer
-    parts = [(scorer_config(c, sc), model_source(c, sc)[0]) for c in pool.spec.components]
+    parts = [(scorer_config(c, sc), model_source(c, sc)[0], getattr(c, "engine", None), c)
+             for c in pool.spec.components]
     seen = {"image": pool.spec.image, "dtype": sc.dtype, "mixture": bool(pool.spec.scorers),
             "scorers": [{"ref": p.ref, "args": p.args, "numFrames": p.num_frames, "model": p.model_path,
                          "processor": p.processor_path or p.model_path, "weight": p.weight,
@@ -149,8 +160,9 @@ def scorer_digest(pool: Pool, copies: dict[str, str] | None = None) -> str:
                          # come from (another image is another model): only when set, so pools that set none of
                          # them keep their version
                          **({"key": p.key} if p.key else {}), **({} if p.required else {"required": False}),
-                         **({"source": _source_identity(source, copies)} if source is not None else {})}
-                        for p, source in parts]}
+                         **({"source": _source_identity(source, copies)} if source is not None else {}),
+                         **({"engine": engines.identity(e, c)} if e is not None else {})}
+                        for p, source, e, c in parts]}
     return hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).hexdigest()[:10]
 
 
@@ -170,8 +182,8 @@ def worker_config(pool: Pool, sizing: SizingResult, copies: dict[str, str] | Non
         store=StoreConfig(master=s.master, metadata_server=s.metadataServer, protocol=s.protocol,
                           devices=list(s.devices), segment_bytes=sizing.per_worker_bytes,
                           local_buffer_bytes=sizing.local_buffer_bytes, metrics_address=s.metricsAddress),
-        scorer=scorer_config(sc, sc),
-        scorers=[scorer_config(c, sc, i) for i, c in enumerate(pool.spec.scorers or [])],
+        scorer=scorer_config(sc, sc, engine=engines.link(pool, sc)),
+        scorers=[scorer_config(c, sc, i, engines.link(pool, c)) for i, c in enumerate(pool.spec.scorers or [])],
         ray=RayConfig(address=pool.spec.ray.address, namespace=pool.spec.ray.namespace,
                       gcs_reconnect_seconds=ft.reconnectTimeoutSeconds if (ft := pool.spec.ray.gcsFaultTolerance)
                       else None),
@@ -299,8 +311,10 @@ def pod_template(pool: Pool, sizing: SizingResult, copies: dict[str, str] | None
         },
     }
     volumes, mounts = model_mounts(pool, copies)  # the scorers' model sources, read-only
-    pod["spec"]["volumes"] += volumes
-    container["volumeMounts"] += mounts
+    pod["spec"]["volumes"] += volumes + engines.volumes(pool)
+    judges = {c.component for _, c, _ in engines.hosted(pool)}  # their weights are their engines'
+    container["volumeMounts"] += [m for name, ms in mounts.items() if name not in judges for m in ms]
+    pod["spec"]["containers"] += engines.containers(pool, mounts)
     pod["spec"] = _merge(pod["spec"], spec.podTemplate.spec)
     if caches := model_caches(pool):  # to the nodes that hold the caches' copies, whatever the template asks too
         pod["spec"]["affinity"] = pool_affinity(caches, pod["spec"].get("affinity"), copies)

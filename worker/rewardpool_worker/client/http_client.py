@@ -68,6 +68,8 @@ def http_step(e: BaseException, *, via_service: bool) -> Step:
         if e.status == 503:
             if e.reason == httpapi.REFUSED_STORE:
                 return Step.WAIT_STORE
+            if e.reason == httpapi.REFUSED_ENGINE:  # back soon (the kubelet restarts it): as a full queue
+                return Step.BACK_OFF
             return Step.BACK_OFF if via_service else Step.SKIP_DRAINING
         return Step.RAISE  # 400/401/403/411/413: the request is wrong; 500: the worker's own failure
     if isinstance(e, TimeoutError):  # a 504, or no answer by the call's deadline

@@ -135,7 +135,7 @@ class Scoring:
 def refusal(cause: BaseException) -> Answer | None:
     """The worker refused the whole request for now (not the items' fault): the answer that says so."""
     if isinstance(cause, EngineUnavailable):  # before Overloaded, its base: another worker can take it now
-        return _error(503, f"the worker's judge engine does not answer: {cause}", httpapi.REFUSED_LEAVING,
+        return _error(503, f"the worker's judge engine does not answer: {cause}", httpapi.REFUSED_ENGINE,
                       **{"Retry-After": str(RETRY_AFTER_SECONDS)})
     if isinstance(cause, Overloaded):
         return _error(429, f"the worker's queue is full: {cause}", httpapi.REFUSED_FULL,

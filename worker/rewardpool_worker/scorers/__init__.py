@@ -51,7 +51,7 @@ def build_scorer(cfg: ScorerConfig):
                 "dtype": cfg.dtype, "frames_per_forward": cfg.frames_per_forward,
                 "processor_path": cfg.processor_path or cfg.model_path}
     if cfg.engine is not None:  # a judge the pool hosts: pointed at its engine, never at a URL in args
-        standard.update(base_url=cfg.engine.url, model=cfg.engine.model, hosted=True)
+        standard.update(base_url=cfg.engine.url, model=cfg.engine.model, hosted=cfg.engine.kind)
     clash = set(cfg.args) & set(standard)
     if clash:
         raise ValueError(f"{cfg.ref}: args {sorted(clash)} are set by the pool (scorer fields), not in args")

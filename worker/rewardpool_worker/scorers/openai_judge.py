@@ -23,7 +23,7 @@ P(yes) / (P(yes) + P(no)) summed over the top tokens that are "yes" or "no" (any
 in every request, so an engine's prefix cache serves it once for all.
 
 A judge the pool hosts (the scorer's `engine`: the operator runs the engine beside the worker and sets base_url,
-model and hosted) asks at temperature 0, and differs in what a failure means: an engine that does not answer
+model and hosted, the engine's kind) asks at temperature 0 (llama.cpp's server: its json_object form of the schema), and differs in what a failure means: an engine that does not answer
 (refused or reset connections after the retries) fails the whole batch with EngineUnavailable, which the client
 sends again (elsewhere, or here once the engine is back), instead of refusing its samples; and its warm-up is one
 judgement that must parse, so the worker is Ready only when the engine can judge."""
@@ -59,6 +59,7 @@ YES_NO_RUBRIC = (
     "present and correct. Answer with one word: Yes or No.")
 FORMS = ("json", "yes-probability")
 TOP_LOGPROBS = 20  # vLLM's default most (max_logprobs); llama.cpp's and SGLang's servers take it too
+LLAMACPP_RESPONSE_FORMAT = {"type": "json_object", "schema": RESPONSE_FORMAT["json_schema"]["schema"]}
 RETRY_STATUS = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 # the OpenAI SDK's backoff: 0.5 s doubling to at most 8 s, less up to a quarter of jitter; Retry-After up to 60 s
 INITIAL_RETRY_SECONDS, MAX_RETRY_SECONDS, MAX_RETRY_AFTER_SECONDS = 0.5, 8.0, 60.0
@@ -131,7 +132,7 @@ class OpenAIJudgeScorer:
     def __init__(self, base_url: str, model: str, api_key: str | None = None, rubric: str | None = None,
                  rubric_path: str | None = None, score_min: float | None = None, score_max: float | None = None,
                  concurrency: int = 8, retries: int = 2, timeout_seconds: float = 60.0,
-                 max_tokens: int | None = None, form: str = "json", hosted: bool = False):
+                 max_tokens: int | None = None, form: str = "json", hosted: str | None = None):
         import requests
 
         if not base_url or not model:
@@ -154,7 +155,7 @@ class OpenAIJudgeScorer:
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + "/chat/completions"
         self.model, self.api_key, self.max_tokens = model, api_key, max_tokens
-        self.form, self.hosted = form, bool(hosted)
+        self.form, self.hosted = form, hosted  # hosted: the kind of the engine the pool runs for it, else None
         self.low, self.high = float(score_min), float(score_max)
         self.score_range = (self.low, self.high)
         self.concurrency, self.retries, self.timeout = int(concurrency), int(retries), float(timeout_seconds)
@@ -177,7 +178,8 @@ class OpenAIJudgeScorer:
         if self.form == "yes-probability":
             body.update(max_tokens=1, logprobs=True, top_logprobs=TOP_LOGPROBS, temperature=0)
             return body
-        body["response_format"] = RESPONSE_FORMAT
+        # llama.cpp's server takes a schema as a json_object's (its grammar), not OpenAI's json_schema
+        body["response_format"] = LLAMACPP_RESPONSE_FORMAT if self.hosted == "llamacpp" else RESPONSE_FORMAT
         if self.max_tokens is not None:
             body["max_tokens"] = self.max_tokens
         if self.hosted:
