@@ -41,7 +41,7 @@ class Mutant:
     old: str
     new: str
     tests: tuple[str, ...]
-    tier: str  # unit | chart | admission | integration | e2e
+    tier: str  # unit | worker | chart | admission | integration | e2e
     why: str
     k: str = ""  # optional pytest -k expression
 
@@ -494,6 +494,39 @@ MUTANTS = [
            "keys = [c.component for c in spec.components]", "keys = [c.name or c.component for c in spec.components]",
            ("tests/unit/test_builders.py",), "unit",
            "two components under one explicit key run, and one's scores overwrite the other's"),
+    # issue 44: a judge the pool hosts on an engine
+    Mutant("engine-listens-on-every-address", "operator/rewardpool_operator/pool/engine.py",
+           '"--served-model-name", name, "--host", "127.0.0.1",',
+           '"--served-model-name", name, "--host", "0.0.0.0",',
+           ("tests/unit/test_engine.py",), "unit",
+           "a vLLM judge's engine, which has no key, answers anyone who reaches the pod's IP"),
+    Mutant("engine-last-words-dropped", "operator/rewardpool_operator/pool/engine.py",
+           '"terminationMessagePolicy": "FallbackToLogsOnError",', '"terminationMessagePolicy": "File",',
+           ("tests/unit/test_engine.py",), "unit",
+           "an engine that exits leaves no last words for EngineFailed to quote"),
+    Mutant("engine-weights-in-the-worker", "operator/rewardpool_operator/pool/builders.py",
+           "for name, ms in mounts.items() if name not in judges for m in ms]",
+           "for name, ms in mounts.items() for m in ms]",
+           ("tests/unit/test_engine.py",), "unit",
+           "the engine's weights are mounted in the worker container too"),
+    Mutant("engine-not-in-the-version", "operator/rewardpool_operator/pool/builders.py",
+           '**({"engine": engines.identity(e, c)} if e is not None else {})}',
+           "}",
+           ("tests/unit/test_engine.py",), "unit",
+           "another judge model or engine image keeps the scorer version: two rewards mixed within a step"),
+    Mutant("ready-while-the-engine-is-down", "worker/rewardpool_worker/runtime/main.py",
+           "and self.tenants.known and not self.engine_down", "and self.tenants.known",
+           ("tests/unit/test_hosted_judge.py",), "unit",
+           "a worker whose engine crashed stays Ready and takes batches it cannot judge"),
+    Mutant("engine-down-refuses-the-samples", "worker/rewardpool_worker/scorers/openai_judge.py",
+           "if self.hosted and unreachable:", "if False:",
+           ("tests/unit/test_hosted_judge.py",), "unit",
+           "a killed engine refuses every sample of the batch instead of the batch being sent again"),
+    Mutant("engine-down-is-the-scorers-error", "worker/rewardpool_worker/runtime/slots.py",
+           "        except EngineUnavailable:  # the worker's, not the batch's: sent again, as it is\n            raise\n",
+           "",
+           ("tests/worker/test_hosted_engine.py",), "worker",
+           "a batch the engine died under fails as a scorer error instead of being sent again"),
 ]
 
 
@@ -570,7 +603,7 @@ def apply(root: Path, m: Mutant) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tiers", default="unit", help="comma-separated tiers to run (unit,chart,admission,integration,e2e)")
+    ap.add_argument("--tiers", default="unit", help="comma-separated tiers to run (unit,worker,chart,admission,integration,e2e)")
     ap.add_argument("--only", nargs="*", default=[], help="mutant names to run (default: all in the tiers)")
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per test run")

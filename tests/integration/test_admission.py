@@ -199,3 +199,34 @@ def test_one_scorer_twice_under_two_keys_is_admitted(chart, api, ns):
     spec = client.CustomObjectsApi(api).create_namespaced_custom_object(
         "rewardpool.io", "v1alpha1", ns, "rewardpools", {**obj, "metadata": {"name": "two-keys"}})["spec"]
     assert [c.get("key") for c in spec["scorers"]] == [None, "brightness"]
+
+
+def test_the_hosted_judge_example_is_admitted_with_its_engines_defaults_and_explained(chart, api, ns):
+    """examples/hosted-judge-pool.yaml as a user applies it: admitted, the engine's defaults filled in, and what the
+    API server stored renders to a pod whose engine container is the example's (the typed spec agrees with it)."""
+    from pathlib import Path
+
+    import yaml
+
+    from rewardpool_operator.api.spec import Pool
+    from rewardpool_operator.pool import builders, sizing
+
+    example = yaml.safe_load((Path(__file__).resolve().parents[2] / "examples" / "hosted-judge-pool.yaml").read_text())
+    made = client.CustomObjectsApi(api).create_namespaced_custom_object(
+        "rewardpool.io", "v1alpha1", ns, "rewardpools", example)
+    engine = made["spec"]["scorer"]["engine"]
+    assert engine["kind"] == "vllm" and engine["gpus"] == 1 and engine["startupSeconds"] == 1200
+    pool = Pool.from_object(made)
+    pod = builders.pod_template(pool, sizing.compute(pool.spec))
+    (e,) = [c for c in pod["spec"]["containers"] if c["name"] == "engine-0"]
+    assert e["command"][:3] == ["vllm", "serve", "/models/openai-judge"]
+    assert e["command"][-4:] == ["--enable-prefix-caching", "--limit-mm-per-prompt", '{"image": 1}']
+    assert e["resources"]["limits"] == {"memory": "48Gi", "nvidia.com/gpu": "1"}
+    defaulted = client.CustomObjectsApi(api).create_namespaced_custom_object("rewardpool.io", "v1alpha1", ns, "rewardpools", {
+        **copy.deepcopy(VALID), "metadata": {"name": "tiny-judge"},
+        "spec": {**copy.deepcopy(VALID["spec"]), "scorer": {"name": "openai-judge", "engine": {
+            "kind": "llamacpp", "model": {"pvc": {"claimName": "w"}}, "modelFile": "j.gguf"}}}})
+    assert {k: defaulted["spec"]["scorer"]["engine"][k] for k in ("gpus", "memory", "cpu", "shmSize", "startupSeconds")} \
+        == {"gpus": 0, "memory": "8Gi", "cpu": "2", "shmSize": "1Gi", "startupSeconds": 1800}
+    out = kubectl(chart, "explain", "rewardpool.spec.scorer.engine").stdout
+    assert "inference engine the pool runs beside each worker" in out and "servedModelName" in out

@@ -136,3 +136,34 @@ def test_an_engine_the_pool_cannot_run_is_refused_with_why(scorer, says):
     with pytest.raises(pydantic.ValidationError) as e:
         pool(scorer=scorer)
     assert says in str(e.value)
+
+
+def test_an_engine_that_exited_is_engine_failed_with_its_last_words_until_it_is_ready_again():
+    """Container statuses as the kubelet writes them: an engine OOM-killed and back-off restarting, one whose
+    process exited with its log's tail as termination message (FallbackToLogsOnError), one loading again after a
+    crash, one that never failed, one Ready again after a crash; and an engine image the node cannot pull, which
+    stays a pull problem."""
+    from rewardpool_operator.pool.podstatus import container_problems
+
+    def pod(name, state, last=None, ready=False, restarts=1, image="vllm/vllm-openai:v0.33.0"):
+        engine = {"name": "engine-0", "image": image, "state": state, "ready": ready, "restartCount": restarts,
+                  **({"lastState": {"terminated": last}} if last else {})}
+        worker = {"name": "worker", "image": "w:1", "state": {"running": {}}, "ready": False, "restartCount": 0}
+        return {"metadata": {"name": name}, "status": {"containerStatuses": [worker, engine]}}
+    backoff = {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 20s restarting failed container"}}
+    oom = {"reason": "OOMKilled", "exitCode": 137}
+    words = ("INFO loading weights\n" * 50) + "ValueError: The model's max seq len (32768) is larger than the " \
+        "maximum number of tokens that can be stored in KV cache (9000)."
+    error = {"reason": "Error", "exitCode": 1, "message": words}
+    probs = container_problems([
+        pod("a", backoff, oom, restarts=3), pod("b", {"terminated": error}), pod("c", {"running": {}}, error),
+        pod("d", {"running": {}}, restarts=0), pod("e", {"running": {}}, oom, ready=True),
+        pod("f", {"waiting": {"reason": "ImagePullBackOff", "message": "not found"}}, restarts=0, image="bad:1")])
+    by = {p.reason: p.message for p in probs}
+    assert set(by) == {"EngineFailed", "WorkerImagePullFailed"}
+    assert by["EngineFailed"].startswith("3 judge engine(s) exited: a: engine-0 OOMKilled (exit code 137, restarts 3)")
+    assert "b: engine-0 Error (exit code 1, restarts 1): " in by["EngineFailed"]
+    assert by["EngineFailed"].endswith("maximum number of tokens that can be stored in KV cache (9000).")
+    assert len(by["EngineFailed"]) < 600  # its last words, not its whole log
+    assert "f (image bad:1)" in by["WorkerImagePullFailed"]
+    assert not any(p.blocking for p in probs)

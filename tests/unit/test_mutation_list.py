@@ -27,7 +27,7 @@ MUTANTS = _load().MUTANTS
 def test_the_list_has_unique_names_and_known_tiers():
     names = [m.name for m in MUTANTS]
     assert len(set(names)) == len(names), sorted(n for n in names if names.count(n) > 1)
-    assert {m.tier for m in MUTANTS} <= {"unit", "chart", "admission", "integration", "e2e"}
+    assert {m.tier for m in MUTANTS} <= {"unit", "worker", "chart", "admission", "integration", "e2e"}
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)

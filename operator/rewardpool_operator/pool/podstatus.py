@@ -8,8 +8,10 @@ from rewardpool_worker.contract import EXIT_REJOIN
 
 from ..api import reasons as R
 from ..api.findings import Problem
+from .engine import ENGINE_CONTAINER_PREFIX
 
 PULL_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
+ENGINE_WORDS = 400  # how much of an engine's last words the condition quotes (the kubelet keeps 4 KB at most)
 START_REASONS = {"CrashLoopBackOff", "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
 
 
@@ -56,6 +58,7 @@ def _rejoined(pod: dict) -> bool:
 
 def container_problems(pods: list[dict]) -> list[Problem]:
     found: dict[tuple[str, str], list[str]] = {}
+    engines: list[str] = []
     for pod in pods:
         if pod.get("metadata", {}).get("deletionTimestamp"):
             continue
@@ -63,6 +66,10 @@ def container_problems(pods: list[dict]) -> list[Problem]:
         for cs in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
             waiting = (cs.get("state") or {}).get("waiting") or {}
             reason = waiting.get("reason")
+            if str(cs.get("name", "")).startswith(ENGINE_CONTAINER_PREFIX + "-") and reason not in PULL_REASONS:
+                if said := _engine_exit(cs):
+                    engines.append(f"{pod['metadata']['name']}: {said}")
+                continue
             if reason == "CrashLoopBackOff" and _rejoined(pod):  # the back-off after a rejoin: said as that
                 continue
             if reason in PULL_REASONS or reason in START_REASONS:
@@ -70,5 +77,21 @@ def container_problems(pods: list[dict]) -> list[Problem]:
                 msg = (waiting.get("message") or "").strip().replace("\n", " ")
                 found.setdefault((kind, reason), []).append(
                     f"{pod['metadata']['name']} (image {cs.get('image', '?')}){': ' + msg[:300] if msg else ''}")
-    return [Problem(kind, f"{len(items)} worker pod(s) {reason}: {'; '.join(sorted(items)[:3])}")
-            for (kind, reason), items in sorted(found.items())]
+    out = [Problem(kind, f"{len(items)} worker pod(s) {reason}: {'; '.join(sorted(items)[:3])}")
+           for (kind, reason), items in sorted(found.items())]
+    if engines:
+        out.append(Problem(R.ENGINE_FAILED, f"{len(engines)} judge engine(s) exited: {'; '.join(sorted(engines)[:2])}"))
+    return out
+
+
+def _engine_exit(cs: dict) -> str | None:
+    """How a hosted judge's engine container last ended, while it is not running Ready again: the kubelet's
+    reason (OOMKilled, Error, a failed liveness probe's restart), the exit code, and its last words (its
+    termination message: the tail of its log, FallbackToLogsOnError). None while it has not failed."""
+    now, last = cs.get("state") or {}, (cs.get("lastState") or {}).get("terminated")
+    term = now.get("terminated") or last
+    if term is None or ("running" in now and cs.get("ready")):
+        return None
+    words = " ".join((term.get("message") or "").split())[-ENGINE_WORDS:]
+    return (f"{cs['name']} {term.get('reason') or 'exited'} (exit code {term.get('exitCode')}, restarts "
+            f"{cs.get('restartCount', 0)}){': ' + words if words else ''}")
