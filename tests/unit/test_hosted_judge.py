@@ -101,6 +101,11 @@ def test_build_scorer_points_a_hosted_judge_at_its_engine_and_at_nothing_else():
     s = build_scorer(ScorerConfig(name="openai-judge", engine=link, args={"form": "yes-probability"}))
     assert (s.base_url, s.model, s.hosted, s.form) == ("http://127.0.0.1:8081/v1", "judge", "llamacpp",
                                                        "yes-probability")
+    assert s.concurrency == 8  # the batch (batchSize, default 8) in flight at once: the engine batches it
+    big = build_scorer(ScorerConfig(name="openai-judge", engine=link, batch_size=64))
+    assert big.concurrency == 64 and big._pool._max_workers == 64
+    assert build_scorer(ScorerConfig(name="openai-judge", engine=link, batch_size=64,
+                                     args={"concurrency": 4})).concurrency == 4
     with pytest.raises(ValueError, match=r"args \['base_url'\] are set by the pool"):
         build_scorer(ScorerConfig(name="openai-judge", engine=link, args={"base_url": "http://elsewhere/v1"}))
     with pytest.raises(TypeError, match="hosts an engine for it, but its constructor takes no base_url"):

@@ -376,9 +376,6 @@ def segment_used(detail: str | None, metrics: str | None, segment: str) -> int |
     return used
 
 
-ENGINE_KINDS = ("vllm", "sglang", "llamacpp")
-
-
 class EngineLink(BaseModel):
     """The inference engine the operator runs beside this worker for one scorer (the scorer's `engine`), as the
     worker reaches it: the judge is pointed at `url` and `model` (build_scorer), and the worker waits for the engine

@@ -140,7 +140,8 @@ class _ScorerFields(_M):
             raise ValueError(f"scorer.engine: {self.name} is not a judge; an engine serves openai-judge (or a custom "
                              "class that takes base_url, model and hosted)")
         if {"base_url", "model"} & set(self.args):
-            raise ValueError("scorer.engine: the pool points the judge at its engine: drop base_url and model from args")
+            raise ValueError("scorer.engine: the pool points the judge at its engine: drop base_url and model from "
+                             "args")
         if self.model is not None or self.modelPath:
             raise ValueError("scorer.engine: the engine's weights go in scorer.engine.model, not scorer.model")
         return self

@@ -14,8 +14,8 @@ from ..api.spec import ENGINE_PORT, Engine, Pool
 
 ENGINE_CONTAINER_PREFIX = "engine"
 ENGINE_SHM_PREFIX = "engine-shm-"
-# The images a kind runs when the pool names none. The dev cluster and the tests run llamacpp from the project's
-# own image (docs/judges.md says which images are tested where).
+# The images a kind runs when the pool names none: none of them is pulled on this project's machines (no registry
+# is reachable); the tests run llama-cpp-python's server with the rendered command (docs/judges.md).
 ENGINE_IMAGES = {"vllm": "vllm/vllm-openai:v0.33.0", "sglang": "lmsysorg/sglang:v0.5.23",
                  "llamacpp": "ghcr.io/abetlen/llama-cpp-python:v0.3.36"}
 DEFAULT_CONTEXT = 4096  # llama.cpp's context when the pool sets no maxModelLen (vLLM and SGLang read the model's)
@@ -40,11 +40,13 @@ def port(index: int) -> int:
 
 
 def served_name(component, engine: Engine) -> str:
-    return engine.servedModelName or component.component or "judge"
+    return engine.servedModelName or component.component
 
 
 def model_dir(component) -> str:
-    return f"{MODELS_ROOT}/{component.component or 'judge'}"
+    """Where the engine's weights are mounted in its container: the component's models folder, as
+    builders.model_mount_path names it."""
+    return f"{MODELS_ROOT}/{component.component}"
 
 
 def link(pool: Pool, component) -> EngineLink | None:

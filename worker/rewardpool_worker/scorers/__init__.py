@@ -52,6 +52,10 @@ def build_scorer(cfg: ScorerConfig):
                 "processor_path": cfg.processor_path or cfg.model_path}
     if cfg.engine is not None:  # a judge the pool hosts: pointed at its engine, never at a URL in args
         standard.update(base_url=cfg.engine.url, model=cfg.engine.model, hosted=cfg.engine.kind)
+        # a whole batch in flight at once unless args say otherwise: the engine's scheduler batches what its KV
+        # cache holds and queues the rest, so no request it could have batched waits here to be sent alone
+        if "concurrency" not in cfg.args:
+            standard["concurrency"] = cfg.batch_size
     clash = set(cfg.args) & set(standard)
     if clash:
         raise ValueError(f"{cfg.ref}: args {sorted(clash)} are set by the pool (scorer fields), not in args")

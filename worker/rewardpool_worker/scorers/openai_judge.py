@@ -23,10 +23,11 @@ P(yes) / (P(yes) + P(no)) summed over the top tokens that are "yes" or "no" (any
 in every request, so an engine's prefix cache serves it once for all.
 
 A judge the pool hosts (the scorer's `engine`: the operator runs the engine beside the worker and sets base_url,
-model and hosted, the engine's kind) asks at temperature 0 (llama.cpp's server: its json_object form of the schema), and differs in what a failure means: an engine that does not answer
-(refused or reset connections after the retries) fails the whole batch with EngineUnavailable, which the client
-sends again (elsewhere, or here once the engine is back), instead of refusing its samples; and its warm-up is one
-judgement that must parse, so the worker is Ready only when the engine can judge."""
+model and hosted, the engine's kind) asks at temperature 0 (llama.cpp's server gets the schema in its json_object
+form) and differs in what a failure means: an engine that does not answer (refused or reset connections after the
+retries) fails the whole batch with EngineUnavailable, which the client sends again (elsewhere, or here once the
+engine is back), instead of refusing its samples; and its warm-up is one judgement that must parse, so the worker
+is Ready only when the engine can judge."""
 from __future__ import annotations
 
 import base64
