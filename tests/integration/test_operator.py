@@ -376,3 +376,36 @@ def test_a_shadow_roll_starts_one_shadow_worker_holds_and_turning_it_off_promote
     assert SHADOW_ANNOTATION not in (promoted.metadata.annotations or {})
     assert pools.get("shd")["status"]["shadow"]["promoted"]
     assert any(r == "ShadowPromoted" and "turned off" in m for _, r, m in pools.events("shd"))
+
+
+def test_a_new_judge_engine_image_is_another_scorer_version_rolled_under_the_shadow_gate(pools, ns):
+    """A hosted judge's engine, as the API server and the operator process take it: the worker pods carry the
+    engine container beside the worker; another engine image is another reward, so it starts one shadow worker
+    with the new engine and holds (kwok workers report no agreement) while the old version serves."""
+    from rewardpool_worker.contract import SCORER_VERSION_LABEL, SHADOW_ANNOTATION
+
+    engine = {"kind": "vllm", "image": "vllm/vllm-openai:v0.33.0", "model": {"pvc": {"claimName": "judge"}},
+              "memory": "1Gi", "cpu": "100m"}
+    pools.create(pool_manifest("jdg", replicas=2, rollout={"shadow": True, "shadowSamples": 50},
+                               scorer={"name": "openai-judge", "batchSize": 8, "engine": engine}))
+    pools.wait_ready("jdg", 2)
+    pods = pools.pods("jdg")
+    assert all([c.name for c in p.spec.containers] == ["worker", "engine-0"] for p in pods)
+    assert all(p.spec.containers[1].image == "vllm/vllm-openai:v0.33.0" for p in pods)
+    old = {p.metadata.name for p in pods}
+    old_version = {p.metadata.labels[SCORER_VERSION_LABEL] for p in pods}
+    assert len(old_version) == 1
+
+    pools.patch("jdg", {"spec": {"scorer": {"engine": {"image": "vllm/vllm-openai:v0.34.0"}}}})
+
+    def shadowing():
+        pods = pools.pods("jdg")
+        shadows = [p for p in pods if SHADOW_ANNOTATION in (p.metadata.annotations or {})]
+        return len(pods) == 3 and len(shadows) == 1 and shadows[0].spec.containers[1].image.endswith(":v0.34.0") \
+            and shadows[0].metadata.labels[SCORER_VERSION_LABEL] not in old_version and shadows[0]
+    shadow = wait_for(shadowing, 60, what="one shadow worker with the new engine beside the two old ones")
+    time.sleep(5)  # held: no agreement from kwok workers
+    assert shadowing() and {p.metadata.name for p in pools.pods("jdg")} >= old
+    assert pools.condition("jdg", "Progressing")["reason"] == "ShadowScoring"
+    assert pools.condition("jdg", "Ready")["status"] == "True"  # the old version serves
+    assert pools.get("jdg")["status"]["shadow"]["workers"] == [shadow.metadata.name]
