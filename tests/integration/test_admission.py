@@ -220,7 +220,7 @@ def test_the_hosted_judge_example_is_admitted_with_its_engines_defaults_and_expl
     pod = builders.pod_template(pool, sizing.compute(pool.spec))
     (e,) = [c for c in pod["spec"]["containers"] if c["name"] == "engine-0"]
     assert e["command"][:3] == ["vllm", "serve", "/models/openai-judge"]
-    assert e["command"][-4:] == ["--enable-prefix-caching", "--limit-mm-per-prompt", '{"image": 1}']
+    assert e["command"][-3:] == ["--enable-prefix-caching", "--limit-mm-per-prompt", '{"image": 1}']
     assert e["resources"]["limits"] == {"memory": "48Gi", "nvidia.com/gpu": "1"}
     defaulted = client.CustomObjectsApi(api).create_namespaced_custom_object("rewardpool.io", "v1alpha1", ns, "rewardpools", {
         **copy.deepcopy(VALID), "metadata": {"name": "tiny-judge"},

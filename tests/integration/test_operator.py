@@ -384,8 +384,9 @@ def test_a_new_judge_engine_image_is_another_scorer_version_rolled_under_the_sha
     with the new engine and holds (kwok workers report no agreement) while the old version serves."""
     from rewardpool_worker.contract import SCORER_VERSION_LABEL, SHADOW_ANNOTATION
 
-    engine = {"kind": "vllm", "image": "vllm/vllm-openai:v0.33.0", "model": {"pvc": {"claimName": "judge"}},
-              "memory": "1Gi", "cpu": "100m"}
+    # weights from an image volume: kwok schedules the pod (a claim would have to exist and bind first)
+    engine = {"kind": "vllm", "image": "vllm/vllm-openai:v0.33.0", "memory": "1Gi", "cpu": "100m",
+              "model": {"image": {"reference": "registry.example/models/qwen-vl:7b"}}}
     pools.create(pool_manifest("jdg", replicas=2, rollout={"shadow": True, "shadowSamples": 50},
                                scorer={"name": "openai-judge", "batchSize": 8, "engine": engine}))
     pools.wait_ready("jdg", 2)

@@ -286,16 +286,20 @@ def test_the_operator_refuses_exactly_what_pod_security_rejects(api, enforcing):
 @pytest.mark.parametrize("model", [None, {"pvc": {"claimName": "weights", "subPath": "clip"}},
                                    {"image": {"reference": "registry.example/models/pickscore:v1",
                                               "pullPolicy": "IfNotPresent"}},
-                                   {"cache": {"name": "pick", "placement": "Preferred"}}],
-                         ids=["no-source", "pvc", "image", "cache"])
+                                   {"cache": {"name": "pick", "placement": "Preferred"}}, "engine"],
+                         ids=["no-source", "pvc", "image", "cache", "hosted-judge-engine"])
 def test_the_operators_own_pod_is_admitted_at_both_levels_once_ipc_lock_is_excepted(api, enforcing, model):
     """The other direction of the exception: the pod the operator renders from an empty podTemplate is
     rejected for IPC_LOCK alone, and admitted without it; with the scorer's model from a PVC or an OCI image
-    volume (issue 34) too: both sources stay within restricted."""
+    volume (issue 34) too: both sources stay within restricted; and with a hosted judge's engine container
+    beside the worker (issue 44), whose weights come from an image volume and which asks for a GPU."""
     core = client.CoreV1Api(api)
     for level, ns in enforcing.items():
         spec = {**POOL, "podSecurity": level}
-        if model is not None:
+        if model == "engine":
+            spec["scorer"] = {"name": "openai-judge", "engine": {
+                "kind": "vllm", "gpus": 1, "model": {"image": {"reference": "registry.example/models/qwen-vl:7b"}}}}
+        elif model is not None:
             spec["scorer"] = {**POOL["scorer"], "model": model}
         manifest = {"metadata": {"name": "plain"}, "spec": spec}
         pool = Pool.from_object({**manifest, "metadata": {"name": "plain", "namespace": ns, "uid": "u-1"}})
@@ -308,6 +312,8 @@ def test_the_operators_own_pod_is_admitted_at_both_levels_once_ipc_lock_is_excep
                                                               or "unrestricted capabilities" in message), message
         if model is not None:
             assert any("rewardpool-model-0" == v["name"] for v in pod["spec"]["volumes"])
+        if model == "engine":
+            assert [c["name"] for c in pod["spec"]["containers"]] == ["worker", "engine-0"]
         core.create_namespaced_pod(ns, without_the_exception(pod), dry_run="All")
 
 
