@@ -273,9 +273,11 @@ def table(rows: list[dict], disk: dict[str, tuple[float, int]]) -> str:
     row("worker: network status (RoCE address)", s("network_seconds"))
     row("worker: Ray node + connect", s("ray_seconds"))
     row("worker: model wait (files present)", s("model_wait_seconds"))
-    row("worker: actor, store client and registered buffers",
+    row("worker: actor, store client and registered buffers (outside the weight load)",
         lambda r: f"{r['startup'].get('actor_seconds', 0) - r['startup'].get('weight_load_seconds', 0) - r['startup'].get('warmup_seconds', 0):.2f}")
     row("worker: **weight load**", s("weight_load_seconds"))
+    row("worker: beside it, store client and registered buffers", s("store_seconds"))
+    row("worker: beside it, the weights' digest", s("digest_seconds"))
     row("weights read", lambda r: f"{r['startup'].get('weight_bytes', 0) / 1e9:.2f} GB")
     row("**disk's own read of the same files (dd, O_DIRECT)**", lambda r: f"{disk[r['pool']][0]:.2f}")
     row("weight load / disk read", lambda r: f"{r['startup'].get('weight_load_seconds', 0) / disk[r['pool']][0]:.2f}x")

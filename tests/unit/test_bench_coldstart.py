@@ -59,10 +59,12 @@ def test_the_table_sets_the_weight_load_beside_the_disks_read():
     row = {"label": "CLIP-H/14", "pool": "cold-pickscore", "scale_to_created": 0.1, "created_to_scheduled": 0.0,
            "scheduled_to_started": 1.0, "pool_ready_seen": 30.0, "first_score": 31.5,
            "startup": {"imports_seconds": 3.0, "actor_seconds": 14.0, "weight_load_seconds": 8.0,
-                       "warmup_seconds": 4.0, "weight_bytes": 3.9e9}}
+                       "warmup_seconds": 4.0, "weight_bytes": 3.9e9, "store_seconds": 1.5, "digest_seconds": 6.5}}
     text = bc.table([row], {"cold-pickscore": (5.0, int(3.9e9))})
     assert "| worker: **weight load** | 8.00 |" in text and "| weight load / disk read | 1.60x |" in text
-    assert "| worker: actor, store client and registered buffers | 2.00 |" in text
+    assert "| worker: actor, store client and registered buffers (outside the weight load) | 2.00 |" in text
+    assert "| worker: beside it, store client and registered buffers | 1.50 |" in text
+    assert "| worker: beside it, the weights' digest | 6.50 |" in text
     assert "| **zero to first score** | **31.5** |" in text and "3.90 GB" in text
 
 

@@ -49,6 +49,9 @@ def test_a_worker_waits_for_a_missing_model_says_why_and_starts_when_it_arrives(
         on_disk = sum(f.stat().st_size for f in model.rglob("*") if f.is_file())
         assert steps["weight_bytes"] == on_disk and steps["model_wait_seconds"] > 0, steps
         assert steps["total_seconds"] >= steps["actor_seconds"] >= steps["weight_load_seconds"]
+        # beside the weight load, each measured from the same start: each within the actor's start
+        assert 0 < steps["store_seconds"] <= steps["actor_seconds"], steps
+        assert 0 < steps["digest_seconds"] <= steps["actor_seconds"], steps
         client = HttpRewardPoolClient(f"http://127.0.0.1:{port}", timeout=60)
         report = asyncio.run(client.score_detailed([torch.randint(0, 256, (3, 1, 32, 32), dtype=torch.uint8)], ["a cat"]))
         assert isinstance(report.results[0], float) and report.errors == []

@@ -580,7 +580,8 @@ class WorkerHealth(BaseModel):
     unready_reason: str | None = None
     # Seconds per start-up step, as they end: imports (process start to the entrypoint), network, ray,
     # model_wait, actor (store client, registered buffers, weights, warm-up), registered, total; and the
-    # actor's weight_load_seconds, weight_bytes, warmup_seconds.
+    # actor's weight_load_seconds, weight_bytes, warmup_seconds, and store_seconds and digest_seconds (the store
+    # client with its registered buffers, and the weights' digest, which run beside the weight load).
     startup: dict[str, float] = Field(default_factory=dict)
     # Shadow scoring (SHADOW_ANNOTATION): whether the worker is in shadow, and its agreement with each serving
     # scorer version whose outputs it scored beside it.

@@ -10,6 +10,7 @@ import logging
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import ray
@@ -79,24 +80,27 @@ class RewardWorker:
         self._shadow, self._shadow_read = self._read_shadow(), time.monotonic()
         self._promoted = False  # the operator's POST /promote: before the kubelet refreshes the file
         self.agreement: dict[str, Agreement] = {}  # serving version -> the pairs of its scores and this one's
-        self.store = Store.connect(self.cfg.store, local_hostname)
         cap = self.cfg.read_buffer_max_bytes
-        # The cap leaves room for the 64-byte alignment of each output in the buffer.
-        self.readers = [RegisteredTensorReader(self.store, initial_bytes=self.cfg.read_buffer_bytes,
-                                               max_bytes=cap + ALIGN * self.cfg.scorer.batch_size if cap else 0)
-                        for _ in range(READ_SLOTS)]
-        for r in self.readers:
-            r.warm()
-        t0 = time.perf_counter()
-        try:
-            self.version = scorer_version(self.cfg.scorer_version, model_digest(self.cfg))
-            log.info("scorer version %s (model files digested in %.2fs)", self.version, time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            self.scorer = build_scorers(self.cfg)
-        except (OSError, ValueError, RuntimeError, EOFError, KeyError) as e:  # files that are not a loadable model
-            paths = ", ".join(sorted({c.model_path for c in self.cfg.components if c.model_path})) or "(none)"
-            raise ModelUnavailable(f"the model at {paths} does not load: {type(e).__name__}: {str(e)[:300]}") from e
-        self.load_seconds = time.perf_counter() - t0
+        # Start-up as a critical path: the store client with its registered read buffers, and the digest of the
+        # weights' files, run beside the weight load (none needs another; the digest's hashing and the store's
+        # registration leave the GIL), so the actor is as slow as the slowest of them, not their sum.
+        started = time.perf_counter()
+        with ThreadPoolExecutor(2, thread_name_prefix="start") as ex:
+            connecting = ex.submit(self._connect, local_hostname, cap, started)
+            digesting = ex.submit(self._digest, started)
+            try:
+                self.scorer = build_scorers(self.cfg)
+                self.load_seconds = time.perf_counter() - started
+                self.version = scorer_version(self.cfg.scorer_version, digesting.result())
+            except (OSError, ValueError, RuntimeError, EOFError, KeyError) as e:  # files that are not a model
+                paths = ", ".join(sorted({c.model_path for c in self.cfg.components if c.model_path})) or "(none)"
+                connecting.cancel()
+                raise ModelUnavailable(f"the model at {paths} does not load: {type(e).__name__}: "
+                                       f"{str(e)[:300]}") from e
+            self.store, self.readers = connecting.result()  # its own failure, raised as itself
+        log.info("scorer version %s; in parallel: weights loaded in %.2fs, files digested in %.2fs, store client "
+                 "and read buffers in %.2fs", self.version, self.load_seconds, self.digest_seconds,
+                 self.store_seconds)
         self.weight_bytes = weight_bytes(self.cfg)
         # inline outputs held at once: at most what the read slots hold (the formula counts the slots, so a pool
         # fed inline tensors can hold that much again; README, "Inline outputs")
@@ -116,6 +120,23 @@ class RewardWorker:
         # not stall the stats calls that liveness depends on (an unready worker is left alone, a dead one
         # is restarted: a store outage is not a reason to restart every worker).
         threading.Thread(target=self._probe_forever, daemon=True, name="store-probe").start()
+
+    def _connect(self, local_hostname: str, cap: int, started: float):
+        """The store client and its registered read buffers (one per read slot, warmed: registered now)."""
+        store = Store.connect(self.cfg.store, local_hostname)
+        # The cap leaves room for the 64-byte alignment of each output in the buffer.
+        readers = [RegisteredTensorReader(store, initial_bytes=self.cfg.read_buffer_bytes,
+                                          max_bytes=cap + ALIGN * self.cfg.scorer.batch_size if cap else 0)
+                   for _ in range(READ_SLOTS)]
+        for r in readers:
+            r.warm()
+        self.store_seconds = time.perf_counter() - started
+        return store, readers
+
+    def _digest(self, started: float) -> str:
+        digest = model_digest(self.cfg)
+        self.digest_seconds = time.perf_counter() - started
+        return digest
 
     def _read_shadow(self) -> bool:
         try:
@@ -183,6 +204,8 @@ class RewardWorker:
         return {"store": self._store_reachable(), "store_error": self._store_error,
                 "buffer_registered": all(r.stats.registrations > 0 for r in self.readers) or not sized,
                 "model_loaded": self.scorer is not None, "load_seconds": self.load_seconds,
+                # beside the weight load, from the same start: the store client and buffers, the files' digest
+                "store_seconds": self.store_seconds, "digest_seconds": self.digest_seconds,
                 "weight_bytes": self.weight_bytes,
                 "warmup_seconds": self.actor.warmup_seconds, "batch_size": self.cfg.scorer.batch_size,
                 "max_queue": MAX_QUEUE, "components": [c.component for c in self.cfg.components],

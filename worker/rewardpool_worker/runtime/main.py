@@ -520,6 +520,9 @@ def run(cfg: WorkerConfig, pod: str, state: State, metrics: WorkerMetrics, drain
     actor = start_with_model(cfg, pod, hostname, key, state, step)
     state.detail = ray.get(actor.ready.remote())
     state.startup.update(weight_load_seconds=round(state.detail.get("load_seconds") or 0.0, 3),
+                         # these two ran beside the weight load (the actor's start is the longest of the three)
+                         store_seconds=round(state.detail.get("store_seconds") or 0.0, 3),
+                         digest_seconds=round(state.detail.get("digest_seconds") or 0.0, 3),
                          weight_bytes=float(state.detail.get("weight_bytes") or 0),
                          warmup_seconds=round(state.detail.get("warmup_seconds") or 0.0, 3))
     state.scoring = http_score.Scoring(actor, state.detail, depth=lambda: state.in_flight, auth=state.tenants)
