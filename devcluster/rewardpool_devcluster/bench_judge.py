@@ -164,6 +164,10 @@ def hosted(args) -> int:
             for r in rows:
                 print(f"| {r['path']} | {r['items_s']:.1f} | {r['p50']:.4f} | {r['p99']:.4f} |")
             print(f"pool items/s over direct: {rows[1]['items_s'] / rows[0]['items_s']:.3f}")
+            log = ray.get(actor.stats.remote())["batch_log"][-args.rounds:]  # (outputs, waited, read, model)
+            print(f"inside the worker, median per batch: slot wait {statistics.median(b[1] for b in log):.4f} s, "
+                  f"store read {statistics.median(b[2] for b in log):.4f} s, the judge (its requests to the engine) "
+                  f"{statistics.median(b[3] for b in log):.4f} s")
             ray.kill(actor)
             for r in refs:
                 producer.remove(r.key)
