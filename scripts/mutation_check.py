@@ -526,7 +526,7 @@ MUTANTS = [
            "        except EngineUnavailable:  # the worker's, not the batch's: sent again, as it is\n            raise\n",
            "",
            ("tests/worker/test_hosted_engine.py",), "worker",
-           "a batch the engine died under fails as a scorer error instead of being sent again"),
+           "a batch the engine died under fails as a scorer error instead of being sent again", k="killed"),
 ]
 
 

@@ -173,6 +173,9 @@ def test_the_engine_killed_mid_batch_loses_no_sample_and_the_worker_is_ready_aga
         t.join(180)
         report = result["r"]
         assert report.errors == [] and report.results == pytest.approx(calm.results, abs=1e-9)
+        # the worker refused the request whole (503 EngineUnavailable) and the client sent it again: not a scorer
+        # error whose items were then tried one by one
+        assert report.retries >= 1 and calm.retries == 0
         wait_for(lambda: get_json(port, "/readyz")[0] == 200 or None, timeout=30, what="Ready again")
         assert proc.poll() is None
     finally:
