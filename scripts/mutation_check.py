@@ -522,6 +522,11 @@ MUTANTS = [
            "if self.hosted and unreachable:", "if False:",
            ("tests/unit/test_hosted_judge.py",), "unit",
            "a killed engine refuses every sample of the batch instead of the batch being sent again"),
+    Mutant("http-engine-down-as-draining", "worker/rewardpool_worker/client/http_client.py",
+           "            if e.reason == httpapi.REFUSED_ENGINE:  # back soon (the kubelet restarts it): as a full queue\n"
+           "                return Step.BACK_OFF\n", "",
+           ("tests/unit/test_http_client.py",), "unit",
+           "a worker whose engine restarts is skipped as if it drained, for the drain's cool-down"),
     Mutant("engine-down-is-the-scorers-error", "worker/rewardpool_worker/runtime/slots.py",
            "        except EngineUnavailable:  # the worker's, not the batch's: sent again, as it is\n            raise\n",
            "",

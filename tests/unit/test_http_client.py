@@ -32,6 +32,9 @@ TABLE = [
     (HttpStatusError(503, "draining", httpapi.REFUSED_LEAVING), True, Step.BACK_OFF),  # the Service picks again
     (HttpStatusError(503, "no master", httpapi.REFUSED_STORE), False, Step.WAIT_STORE),
     (HttpStatusError(503, "no master", httpapi.REFUSED_STORE), True, Step.WAIT_STORE),
+    # a hosted judge's engine restarting: back in seconds, so waited on as a full queue, never a draining worker
+    (HttpStatusError(503, "engine down", httpapi.REFUSED_ENGINE, 1.0), False, Step.BACK_OFF),
+    (HttpStatusError(503, "engine down", httpapi.REFUSED_ENGINE, 1.0), True, Step.BACK_OFF),
     (HttpStatusError(503, "an old worker's answer"), False, Step.SKIP_DRAINING),
     (HttpStatusError(400, "items[0].key: missing"), False, Step.RAISE),
     (HttpStatusError(401, "no token"), False, Step.RAISE),
@@ -124,6 +127,8 @@ class FakeWorker:
             raise HttpStatusError(503, "draining", httpapi.REFUSED_LEAVING, 0.01)
         if outcome == "store":
             raise HttpStatusError(503, "no master", httpapi.REFUSED_STORE, 0.01)
+        if outcome == "engine":  # its judge's engine restarting
+            raise HttpStatusError(503, "engine down", httpapi.REFUSED_ENGINE, 0.01)
         if outcome == "dead":
             raise REFUSED
         req = httpapi.parse_request(body)
@@ -151,7 +156,7 @@ def refs(n: int, call: int = 0) -> list[OutputRef]:
     return [OutputRef(f"c{call}/s{i}", 96, "uint8", (3, 2, 4, 4)) for i in range(n)]
 
 
-OUTCOME = st.sampled_from(["ok", "ok", "ok", "full", "leaving", "store", "dead"])
+OUTCOME = st.sampled_from(["ok", "ok", "ok", "full", "leaving", "store", "dead", "engine"])
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -180,6 +185,19 @@ def test_generated_perturbations_keep_every_item_once_and_each_call_on_one_versi
             assert report.results == [score_of(ref.key, report.version) if not isinstance(r, SampleError) else r
                                       for ref, r in zip(refs(n, k), report.results)]
     assert all(m.outstanding == 0 for m in client.router.snapshot())  # nothing left counted
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(blips=st.lists(st.integers(0, 8), min_size=1, max_size=3), n=st.integers(1, 9))
+def test_engines_restarting_on_every_worker_cost_no_attempt_and_lose_no_item(monkeypatch, blips, n):
+    """Each worker answers EngineUnavailable a drawn number of times (its engine restarting), then scores: with
+    one attempt per request, every item is still scored once, as no engine refusal spends an attempt."""
+    fakes = {f"w{i}": FakeWorker("v1", ["engine"] * k) for i, k in enumerate(blips)}
+    client = fake_client(monkeypatch, fakes, attempts=1, unavailable_seconds=2.0)
+    report = asyncio.run(client.score_detailed(refs(n), ["p"] * n, timeout=20))
+    assert report.errors == [] and report.results == [score_of(r.key, "v1") for r in refs(n)]
+    assert sum(sum(f.scored.values()) for f in fakes.values()) == n  # each item scored once
+    assert report.retries >= min(blips)  # every refusal was a retry, none an error
 
 
 def test_a_worker_that_refuses_connections_is_skipped_and_its_requests_scored_elsewhere(monkeypatch):
