@@ -71,7 +71,7 @@ def _engine(tmp: Path):
     import urllib.request
 
     from rewardpool_operator.api.spec import Pool
-    from rewardpool_operator.pool import builders, engine, sizing
+    from rewardpool_operator.pool import engine
 
     from . import tiny_judge
     from .cluster import free_port
@@ -81,12 +81,9 @@ def _engine(tmp: Path):
         "image": "w", "store": {"master": "127.0.0.1:1", "protocol": "tcp", "segmentSize": "0"},
         "scorer": {"name": "openai-judge", "engine": {"kind": "llamacpp", "model": {"pvc": {"claimName": "w"}},
                                                       "modelFile": "tiny.gguf", "maxModelLen": 2048}}}})
-    pod = builders.pod_template(pool, sizing.compute(pool.spec))
-    (c,) = [c for c in pod["spec"]["containers"] if c["name"] == engine.container_name(0)]
-    port, where = free_port(), engine.model_dir(pool.spec.scorer)
-    cmd = [sys.executable if a == "python3" else str(tmp) + a[len(where):] if a.startswith(where)
-           else str(port) if a == str(engine.port(0)) else a for a in c["command"]]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    port = free_port()
+    proc = subprocess.Popen(tiny_judge.local_command(pool, 0, tmp, port), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/v1"
     for _ in range(300):
         try:

@@ -109,3 +109,16 @@ def write(path: str | Path, seed: int = 0) -> Path:
 
 if __name__ == "__main__":
     print(write(sys.argv[1]))
+
+
+def local_command(pool, index: int, model_dir: str | Path, port: int) -> list[str]:
+    """The command the operator renders for engine `index` of `pool`'s worker pods, to run here: python3 as this
+    interpreter, the model's folder `model_dir` and the port `port` (the pod's loopback port is the test's own)."""
+    from rewardpool_operator.pool import builders, engine, sizing
+
+    pod = builders.pod_template(pool, sizing.compute(pool.spec))
+    (c,) = [c for c in pod["spec"]["containers"] if c["name"] == engine.container_name(index)]
+    component = engine.hosted(pool)[index][1]
+    where, rendered_port = engine.model_dir(component), str(engine.port(index))
+    return [sys.executable if a == "python3" else str(model_dir) + a[len(where):] if a.startswith(where)
+            else str(port) if a == rendered_port else a for a in c["command"]]

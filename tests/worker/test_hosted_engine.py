@@ -9,7 +9,6 @@ import asyncio
 import json
 import signal
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -41,14 +40,10 @@ class Engine:
 
     def __init__(self, pool: Pool, model_dir, log_path):
         from rewardpool_devcluster.cluster import free_port
-        from rewardpool_operator.pool import builders, engine, sizing
+        from rewardpool_devcluster.tiny_judge import local_command
 
-        pod = builders.pod_template(pool, sizing.compute(pool.spec))
-        (c,) = [c for c in pod["spec"]["containers"] if c["name"] == engine.container_name(0)]
         self.port = free_port()
-        where, port = engine.model_dir(pool.spec.scorer), str(engine.port(0))
-        self.cmd = [sys.executable if a == "python3" else a.replace(where, str(model_dir)) if a.startswith(where)
-                    else str(self.port) if a == port else a for a in c["command"]]
+        self.cmd = local_command(pool, 0, model_dir, self.port)
         assert self.cmd[1:4] == ["-m", "llama_cpp.server", "--model"], self.cmd
         self.url, self.log_path, self.proc = f"http://127.0.0.1:{self.port}/v1", log_path, None
 
