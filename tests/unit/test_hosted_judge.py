@@ -177,3 +177,36 @@ def test_the_worker_waits_for_its_engine_before_it_starts_its_actor(monkeypatch)
     assert len(starts) == 2 and state.model_problem is None
     assert main.model_failure(RuntimeError("EngineUnavailable: the engine serves ['x'], not 'judge'")) == (
         "engine", "the engine serves ['x'], not 'judge'")
+
+
+def test_the_engine_watch_says_once_when_the_engine_goes_down_and_once_when_it_is_back(monkeypatch, caplog):
+    """The worker's log is where a user sees a restarting engine from the worker's side (the real-node tier greps
+    it): one line when it goes down, one when it serves again, none while nothing changes; engine_down follows."""
+    import threading
+    import types
+
+    from rewardpool_worker.runtime import engines
+
+    answers = iter([[], ["judge: no answer"], ["judge: no answer"], [], []])
+    state, stop, done = types.SimpleNamespace(engine_down=None), threading.Event(), threading.Event()
+    seen = []  # engine_down as each ask began
+
+    def problems(cfg):
+        seen.append(state.engine_down)
+        try:
+            return next(answers)
+        except StopIteration:
+            done.set()
+            return []
+    monkeypatch.setattr(engines, "engine_problems", problems)
+    monkeypatch.setattr(engines, "WATCH_SECONDS", 0.01)
+    cfg = types.SimpleNamespace(components=[types.SimpleNamespace(engine=object())])
+    with caplog.at_level("INFO", logger="rewardpool.worker"):
+        t = engines.watch_engines(cfg, state, stop)
+        assert done.wait(5)
+        stop.set()
+        t.join(5)
+    said = [r.getMessage() for r in caplog.records if "engine" in r.getMessage()]
+    assert said == ["engine down, not Ready until it serves again: judge: no answer", "engine serves again"], said
+    assert seen[:5] == [None, None, "judge: no answer", "judge: no answer", None], seen
+    assert state.engine_down is None

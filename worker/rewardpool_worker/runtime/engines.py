@@ -5,6 +5,7 @@ so a crashed or restarting engine takes the worker out of Ready until it is back
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import urllib.error
 import urllib.request
@@ -12,6 +13,7 @@ import urllib.request
 from ..contract import WorkerConfig
 
 WATCH_SECONDS = 2.0  # how often a Ready worker asks its engines
+log = logging.getLogger("rewardpool.worker")
 
 
 def engine_problem(url: str, model: str, timeout: float = 2.0) -> str | None:
@@ -46,7 +48,11 @@ def watch_engines(cfg: WorkerConfig, state, stop: threading.Event) -> threading.
 
     def loop():
         while not stop.wait(WATCH_SECONDS):
-            state.engine_down = "; ".join(engine_problems(cfg)) or None
+            was, state.engine_down = state.engine_down, "; ".join(engine_problems(cfg)) or None
+            if state.engine_down and not was:
+                log.warning("engine down, not Ready until it serves again: %s", state.engine_down)
+            elif was and not state.engine_down:
+                log.info("engine serves again")
     t = threading.Thread(target=loop, daemon=True, name="engine-watch")
     t.start()
     return t
