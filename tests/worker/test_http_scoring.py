@@ -234,8 +234,10 @@ def test_a_pool_with_no_ray_cluster_serves_http_with_its_tenants_tokens(master, 
     from tests.conftest import wait_for
 
     (tmp_path / "control").write_text("ctl-token\n")
+    # RAY_ADDRESS naming a cluster (here none answers): the worker's private Ray is still its own, not that one
     proc, port, log_path, _ = start_entrypoint(pool, tmp_path, "noray-abcde", wait=False, REWARDPOOL_RAY_CPUS="1",
-                                               REWARDPOOL_CONTROL_TOKEN_FILE=str(tmp_path / "control"))
+                                               REWARDPOOL_CONTROL_TOKEN_FILE=str(tmp_path / "control"),
+                                               RAY_ADDRESS="127.0.0.1:9")
 
     def readyz():
         assert proc.poll() is None, log_path.read_text()[-3000:]

@@ -309,7 +309,9 @@ def connect_ray(cfg: WorkerConfig, node_ip: str) -> None:
     kw = {"namespace": cfg.ray.namespace, "log_to_driver": False}
     gpus = cfg.scorer.gpus  # the pod's GPUs, so the actor's num_gpus can be met on this pod's Ray node
     if not cfg.ray.address:
-        ray.init(num_cpus=int(os.environ.get("REWARDPOOL_RAY_CPUS", "2")), include_dashboard=False,
+        # address="local": a new private Ray even where RAY_ADDRESS or a `ray start` on this host names another
+        # cluster (ray.init() with no address would join that one, and refuse num_cpus)
+        ray.init(address="local", num_cpus=int(os.environ.get("REWARDPOOL_RAY_CPUS", "2")), include_dashboard=False,
                  object_store_memory=int(os.environ.get("REWARDPOOL_RAY_OBJECT_STORE", str(256 << 20))),
                  **({"num_gpus": gpus} if gpus else {}), **kw)
         return
